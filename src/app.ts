@@ -1,0 +1,93 @@
+// The composition root: opens the store, runs migrations, builds the services every operation
+// receives, and starts what this process's role asks for (the HTTP API, the background workers).
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { BACKGROUND_FACTORIES, type BackgroundService } from './background.ts';
+import type { Config } from './config.ts';
+import { systemClock, type Clock } from './domain/clock.ts';
+import { SecretBox } from './domain/secret-box.ts';
+import { buildHttpServer } from './http/server.ts';
+import { createLogger } from './log.ts';
+import type { Services } from './operations/context.ts';
+import { migrateToLatest } from './storage/migrate.ts';
+import { loadSecretKey } from './storage/secret-key.ts';
+import { openStore } from './storage/store.ts';
+
+export interface AppOptions {
+  clock?: Clock;
+  log?: Logger;
+  /** skip background workers even when the role includes them (tests of the API alone) */
+  background?: boolean;
+}
+
+export interface App {
+  readonly services: Services;
+  /** base URL of the HTTP API, when this process serves it */
+  readonly url: string | null;
+  readonly http: FastifyInstance | null;
+  readonly background: readonly BackgroundService[];
+  close(): Promise<void>;
+}
+
+/** Store + migrations + services, without listening: what CLI commands need. */
+export async function openServices(config: Readonly<Config>, opts: AppOptions = {}): Promise<Services> {
+  const log = opts.log ?? createLogger(config.logLevel);
+  const store = await openStore(config);
+  try {
+    await migrateToLatest(store.dialect);
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  const secrets = new SecretBox(loadSecretKey(config));
+  return { store, config, clock: opts.clock ?? systemClock, secrets, log };
+}
+
+export async function startApp(config: Readonly<Config>, opts: AppOptions = {}): Promise<App> {
+  const services = await openServices(config, opts);
+  let http: FastifyInstance | null = null;
+  let url: string | null = null;
+  const background: BackgroundService[] = [];
+  try {
+    if (config.role !== 'api' && opts.background !== false) {
+      for (const factory of BACKGROUND_FACTORIES) {
+        const service = factory(services);
+        if (!service) continue;
+        await service.start();
+        background.push(service);
+      }
+    }
+    if (config.role !== 'worker') {
+      http = await buildHttpServer(services);
+      await http.listen({ port: config.port, host: config.host });
+      const address = http.server.address();
+      const port = typeof address === 'object' && address ? address.port : config.port;
+      const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+      url = `${config.tlsCert ? 'https' : 'http'}://${host}:${port}`;
+    }
+  } catch (error) {
+    await closeAll(services, http, background);
+    throw error;
+  }
+  let closing: Promise<void> | null = null;
+  return {
+    services,
+    url,
+    http,
+    background,
+    close: () => (closing ??= closeAll(services, http, background)),
+  };
+}
+
+async function closeAll(services: Services, http: FastifyInstance | null, background: BackgroundService[]): Promise<void> {
+  // Stop taking requests first, then let workers finish what they hold, then close the store.
+  await http?.close();
+  for (const service of [...background].reverse()) {
+    try {
+      await service.stop();
+    } catch (error) {
+      services.log.error({ err: error, service: service.name }, 'background service failed to stop cleanly');
+    }
+  }
+  await services.store.close();
+}

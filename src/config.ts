@@ -1,0 +1,208 @@
+// The one place that reads process.env and argv. Every setting is declared once in OPTIONS
+// (flag, environment variable, type, default, documentation); parseConfig() turns argv + env into
+// a frozen Config. `posthorn help` prints the same table, and docs/configuration.md mirrors it.
+import os from 'node:os';
+import path from 'node:path';
+
+type Kind = 'string' | 'int' | 'bool' | 'list';
+
+interface OptionSpec {
+  /** camelCase key in Config. */
+  key: keyof Config;
+  /** --kebab-flag */
+  flag: string;
+  env?: string;
+  kind: Kind;
+  doc: string;
+}
+
+export interface Config {
+  port: number;
+  host: string;
+  data: string;
+  databaseUrl: string | null;
+  tlsCert: string | null;
+  tlsKey: string | null;
+  mailerHost: string;
+  publicUrl: string;
+  role: 'all' | 'api' | 'worker';
+  logLevel: string;
+  secretKey: string | null;
+  maxBodyBytes: number;
+  maxRecipients: number;
+  maxPerPage: number;
+  dbPoolSize: number;
+  // delivery
+  workers: number;
+  leaseMs: number;
+  pollMs: number;
+  relay: string | null;
+  transportMap: string[];
+  dnsServers: string[];
+  ehloName: string;
+  requireTls: boolean;
+  maxConnectionsPerDestination: number;
+  maxConnections: number;
+  connectTimeoutMs: number;
+  greetingTimeoutMs: number;
+  socketTimeoutMs: number;
+  retrySchedule: string;
+  maxRetryAgeMs: number;
+  bounceDomain: string;
+  smtpPort: number | null;
+  smtpHost: string;
+  // webhooks / ingress / tracking
+  allowPrivateWebhooks: boolean;
+  webhookTimeoutMs: number;
+  mailboxPollMs: number;
+  tracking: boolean;
+}
+
+export const OPTIONS: readonly OptionSpec[] = [
+  { key: 'port', flag: 'port', env: 'PORT', kind: 'int', doc: 'HTTP(S) API port (default 8080).' },
+  { key: 'host', flag: 'host', env: 'HOST', kind: 'string', doc: 'Address the API listens on (default 127.0.0.1).' },
+  { key: 'data', flag: 'data', env: 'POSTHORN_DATA', kind: 'string', doc: 'Directory of the SQLite database and secret key file (default ./data).' },
+  { key: 'databaseUrl', flag: 'database-url', env: 'DATABASE_URL', kind: 'string', doc: 'sqlite:///path/file.db or postgres://... (overrides --data for the database).' },
+  { key: 'tlsCert', flag: 'tls-cert', env: 'POSTHORN_TLS_CERT', kind: 'string', doc: 'PEM certificate file: serve HTTPS.' },
+  { key: 'tlsKey', flag: 'tls-key', env: 'POSTHORN_TLS_KEY', kind: 'string', doc: 'PEM private key file for --tls-cert.' },
+  { key: 'mailerHost', flag: 'mailer-host', env: 'POSTHORN_MAILER_HOST', kind: 'string', doc: 'Host part of Message-IDs and history unique_id (default: the machine hostname).' },
+  { key: 'publicUrl', flag: 'public-url', env: 'POSTHORN_PUBLIC_URL', kind: 'string', doc: 'Public base URL of this service (message urls, tracking links). Default http(s)://host:port.' },
+  { key: 'role', flag: 'role', env: 'POSTHORN_ROLE', kind: 'string', doc: 'all | api | worker: which parts this process runs (default all).' },
+  { key: 'logLevel', flag: 'log-level', env: 'LOG_LEVEL', kind: 'string', doc: 'pino log level (default info).' },
+  { key: 'secretKey', flag: 'secret-key', env: 'POSTHORN_SECRET_KEY', kind: 'string', doc: 'Key that encrypts stored secrets (mailbox passwords, DKIM keys). Default: a key generated into <data>/secret.key. Set it for multi-host deployments.' },
+  { key: 'maxBodyBytes', flag: 'max-body-bytes', env: 'POSTHORN_MAX_BODY_BYTES', kind: 'int', doc: 'Largest accepted request body (default 20971520 = 20 MiB); larger gets 413 payload_too_large.' },
+  { key: 'maxRecipients', flag: 'max-recipients', env: 'POSTHORN_MAX_RECIPIENTS', kind: 'int', doc: 'Most recipients in one send_message (default 1000).' },
+  { key: 'maxPerPage', flag: 'max-per-page', env: 'POSTHORN_MAX_PER_PAGE', kind: 'int', doc: 'Largest per_page of listings (default 1000).' },
+  { key: 'dbPoolSize', flag: 'db-pool-size', env: 'POSTHORN_DB_POOL_SIZE', kind: 'int', doc: 'PostgreSQL connection pool size per process (default 10).' },
+  { key: 'workers', flag: 'workers', env: 'POSTHORN_WORKERS', kind: 'int', doc: 'Delivery concurrency: transmissions in flight per process (default 64).' },
+  { key: 'leaseMs', flag: 'lease-ms', env: 'POSTHORN_LEASE_MS', kind: 'int', doc: 'How long a claimed transmission stays locked to its worker (default 300000).' },
+  { key: 'pollMs', flag: 'poll-ms', env: 'POSTHORN_POLL_MS', kind: 'int', doc: 'Idle delivery poll interval (default 1000).' },
+  { key: 'relay', flag: 'relay', env: 'POSTHORN_RELAY', kind: 'string', doc: 'smtp://user:pass@host:port or smtps://...: send every message through this smarthost.' },
+  { key: 'transportMap', flag: 'transport-map', env: 'POSTHORN_TRANSPORT_MAP', kind: 'list', doc: 'domain=host:port, repeatable (or comma-separated in the env): route a recipient domain to a fixed server.' },
+  { key: 'dnsServers', flag: 'dns-server', env: 'POSTHORN_DNS_SERVERS', kind: 'list', doc: 'DNS server ip[:port] for MX lookups, repeatable (default: the system resolvers).' },
+  { key: 'ehloName', flag: 'ehlo-name', env: 'POSTHORN_EHLO_NAME', kind: 'string', doc: 'Name sent in EHLO (default: --mailer-host).' },
+  { key: 'requireTls', flag: 'require-tls', env: 'POSTHORN_REQUIRE_TLS', kind: 'bool', doc: 'Require STARTTLS with a verified certificate on every delivery (default: opportunistic TLS).' },
+  { key: 'maxConnectionsPerDestination', flag: 'max-connections-per-destination', env: 'POSTHORN_MAX_CONNECTIONS_PER_DESTINATION', kind: 'int', doc: 'Open SMTP connections per destination host (default 10).' },
+  { key: 'maxConnections', flag: 'max-connections', env: 'POSTHORN_MAX_CONNECTIONS', kind: 'int', doc: 'Open SMTP connections in total (default 200).' },
+  { key: 'connectTimeoutMs', flag: 'connect-timeout-ms', env: 'POSTHORN_CONNECT_TIMEOUT_MS', kind: 'int', doc: 'SMTP TCP connect timeout (default 30000).' },
+  { key: 'greetingTimeoutMs', flag: 'greeting-timeout-ms', env: 'POSTHORN_GREETING_TIMEOUT_MS', kind: 'int', doc: 'SMTP greeting timeout (default 30000).' },
+  { key: 'socketTimeoutMs', flag: 'socket-timeout-ms', env: 'POSTHORN_SOCKET_TIMEOUT_MS', kind: 'int', doc: 'SMTP inactivity timeout at any later stage (default 120000).' },
+  { key: 'retrySchedule', flag: 'retry-schedule', env: 'POSTHORN_RETRY_SCHEDULE', kind: 'string', doc: 'Delays between delivery attempts, e.g. "1m,5m,15m,30m,1h,2h,4h,8h" (the last repeats).' },
+  { key: 'maxRetryAgeMs', flag: 'max-retry-age-ms', env: 'POSTHORN_MAX_RETRY_AGE_MS', kind: 'int', doc: 'Give up on a deferred transmission this long after it was accepted (default 259200000 = 72 h).' },
+  { key: 'bounceDomain', flag: 'bounce-domain', env: 'POSTHORN_BOUNCE_DOMAIN', kind: 'string', doc: 'Domain of the VERP return path (default: --mailer-host).' },
+  { key: 'smtpPort', flag: 'smtp-port', env: 'POSTHORN_SMTP_PORT', kind: 'int', doc: 'Port of the incoming SMTP listener for bounces (default: not listening).' },
+  { key: 'smtpHost', flag: 'smtp-host', env: 'POSTHORN_SMTP_HOST', kind: 'string', doc: 'Address of the incoming SMTP listener (default: --host).' },
+  { key: 'allowPrivateWebhooks', flag: 'allow-private-webhooks', env: 'POSTHORN_ALLOW_PRIVATE_WEBHOOKS', kind: 'bool', doc: 'Allow webhook/postback URLs that resolve to private or loopback addresses (default false).' },
+  { key: 'webhookTimeoutMs', flag: 'webhook-timeout-ms', env: 'POSTHORN_WEBHOOK_TIMEOUT_MS', kind: 'int', doc: 'Timeout of one webhook or postback request (default 10000).' },
+  { key: 'mailboxPollMs', flag: 'mailbox-poll-ms', env: 'POSTHORN_MAILBOX_POLL_MS', kind: 'int', doc: 'IMAP poll interval where IDLE is not offered (default 60000).' },
+  { key: 'tracking', flag: 'tracking', env: 'POSTHORN_TRACKING', kind: 'bool', doc: 'Enable open/click tracking for projects that opt in (default true).' },
+];
+
+const DEFAULTS = {
+  port: 8080,
+  host: '127.0.0.1',
+  data: './data',
+  databaseUrl: null,
+  tlsCert: null,
+  tlsKey: null,
+  role: 'all',
+  logLevel: 'info',
+  secretKey: null,
+  maxBodyBytes: 20 * 1024 * 1024,
+  maxRecipients: 1000,
+  maxPerPage: 1000,
+  dbPoolSize: 10,
+  workers: 64,
+  leaseMs: 300_000,
+  pollMs: 1000,
+  relay: null,
+  transportMap: [],
+  dnsServers: [],
+  requireTls: false,
+  maxConnectionsPerDestination: 10,
+  maxConnections: 200,
+  connectTimeoutMs: 30_000,
+  greetingTimeoutMs: 30_000,
+  socketTimeoutMs: 120_000,
+  retrySchedule: '1m,5m,15m,30m,1h,2h,4h,8h',
+  maxRetryAgeMs: 72 * 3600_000,
+  smtpPort: null,
+  allowPrivateWebhooks: false,
+  webhookTimeoutMs: 10_000,
+  mailboxPollMs: 60_000,
+  tracking: true,
+} satisfies Partial<Config>;
+
+export class ConfigError extends Error {}
+
+/** Splits argv into positional words and --flag values (repeatable flags accumulate). */
+export function parseArgv(argv: readonly string[]): { positional: string[]; flags: Map<string, string[]> } {
+  const positional: string[] = [];
+  const flags = new Map<string, string[]>();
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i];
+    if (!word.startsWith('--')) {
+      positional.push(word);
+      continue;
+    }
+    const eq = word.indexOf('=');
+    const name = eq === -1 ? word.slice(2) : word.slice(2, eq);
+    let value: string;
+    if (eq !== -1) value = word.slice(eq + 1);
+    else if (i + 1 < argv.length && !argv[i + 1].startsWith('--')) value = argv[++i];
+    else value = 'true';
+    flags.set(name, [...(flags.get(name) ?? []), value]);
+  }
+  return { positional, flags };
+}
+
+function convert(spec: OptionSpec, raw: string[]): unknown {
+  const last = raw[raw.length - 1];
+  switch (spec.kind) {
+    case 'string':
+      return last;
+    case 'list':
+      return raw.flatMap((r) => r.split(',')).map((s) => s.trim()).filter(Boolean);
+    case 'bool':
+      if (/^(1|true|yes|on)$/i.test(last)) return true;
+      if (/^(0|false|no|off)$/i.test(last)) return false;
+      throw new ConfigError(`--${spec.flag} expects true or false, got "${last}"`);
+    case 'int': {
+      if (!/^\d+$/.test(last)) throw new ConfigError(`--${spec.flag} expects a whole number, got "${last}"`);
+      return Number(last);
+    }
+  }
+}
+
+/** Reads flags first, then the environment, then defaults. Unknown flags are refused. */
+export function parseConfig(flags: Map<string, string[]>, env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
+  const known = new Set(OPTIONS.map((o) => o.flag));
+  for (const name of flags.keys()) {
+    if (!known.has(name) && !EXTRA_FLAGS.has(name)) throw new ConfigError(`unknown option --${name} (see: posthorn help)`);
+  }
+  const out: Record<string, unknown> = { ...DEFAULTS };
+  for (const spec of OPTIONS) {
+    const fromFlag = flags.get(spec.flag);
+    const fromEnv = spec.env !== undefined ? env[spec.env] : undefined;
+    if (fromFlag) out[spec.key] = convert(spec, fromFlag);
+    else if (fromEnv !== undefined && fromEnv !== '') out[spec.key] = convert(spec, [fromEnv]);
+  }
+  const config = out as unknown as Config;
+  if (!['all', 'api', 'worker'].includes(config.role)) throw new ConfigError(`--role must be all, api or worker`);
+  if ((config.tlsCert === null) !== (config.tlsKey === null)) throw new ConfigError('--tls-cert and --tls-key go together');
+  config.data = path.resolve(config.data);
+  config.mailerHost ??= os.hostname();
+  config.ehloName ??= config.mailerHost;
+  config.bounceDomain ??= config.mailerHost;
+  config.smtpHost ??= config.host;
+  config.publicUrl ??= `${config.tlsCert ? 'https' : 'http'}://${config.host}:${config.port}`;
+  config.publicUrl = config.publicUrl.replace(/\/+$/, '');
+  return Object.freeze(config);
+}
+
+/** Flags that belong to commands rather than to the service configuration. */
+const EXTRA_FLAGS = new Set(['json', 'name', 'help', 'project-name']);
+
+export function describeOptions(): string {
+  return OPTIONS.map((o) => `  --${o.flag.padEnd(34)} ${o.env ? `[${o.env}] ` : ''}${o.doc}`).join('\n');
+}

@@ -1,0 +1,128 @@
+// Reading an operation's `arguments` object: each accessor names the field it reads, so a value of
+// the wrong type is answered 406 call_error naming the field. `null` counts as absent everywhere
+// (clients send nulls freely). Where a number or boolean is expected, a string that spells one is
+// accepted (the Ruby gem's CLI sends every argument as a string); a string where an object or array
+// is expected, or the reverse, stays a call_error.
+import { ApiError } from './errors.ts';
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+function wrongType(field: string, expected: string, value: unknown): ApiError {
+  const got = Array.isArray(value) ? 'an array' : value === null ? 'null' : `a ${typeof value}`;
+  return new ApiError('call_error', `Request could not be processed: argument "${field}" must be ${expected}, got ${got}.`);
+}
+
+function missing(field: string): ApiError {
+  return new ApiError('bad_request', `Missing required argument "${field}".`);
+}
+
+export function isPlainObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export class Args {
+  /** @param prefix how nested fields are named in errors ("arguments.headers"). */
+  constructor(
+    readonly raw: JsonObject,
+    private readonly prefix = '',
+  ) {}
+
+  static from(value: unknown, name = 'arguments'): Args {
+    if (value === undefined || value === null) return new Args({});
+    if (!isPlainObject(value)) throw wrongType(name, 'an object', value);
+    return new Args(value);
+  }
+
+  private name(field: string): string {
+    return this.prefix ? `${this.prefix}.${field}` : field;
+  }
+
+  has(field: string): boolean {
+    const v = this.raw[field];
+    return v !== undefined && v !== null;
+  }
+
+  /** The raw value, null/undefined folded to undefined. */
+  value(field: string): Json | undefined {
+    const v = this.raw[field];
+    return v === null ? undefined : v;
+  }
+
+  string(field: string): string | undefined;
+  string(field: string, opts: { required: true }): string;
+  string(field: string, opts?: { required?: boolean }): string | undefined {
+    const v = this.value(field);
+    if (v === undefined) {
+      if (opts?.required) throw missing(this.name(field));
+      return undefined;
+    }
+    if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+    if (typeof v !== 'string') throw wrongType(this.name(field), 'a string', v);
+    if (opts?.required && v.trim() === '') throw missing(this.name(field));
+    return v;
+  }
+
+  int(field: string, opts: { min?: number; max?: number; default: number }): number;
+  int(field: string, opts?: { min?: number; max?: number; required?: boolean }): number | undefined;
+  int(field: string, opts: { min?: number; max?: number; default?: number; required?: boolean } = {}): number | undefined {
+    const v = this.value(field);
+    if (v === undefined || v === '') {
+      if (opts.required) throw missing(this.name(field));
+      return opts.default;
+    }
+    let n: number;
+    if (typeof v === 'number') n = v;
+    else if (typeof v === 'string' && /^-?\d+$/.test(v.trim())) n = Number(v.trim());
+    else throw wrongType(this.name(field), 'a whole number', v);
+    if (!Number.isSafeInteger(n)) throw wrongType(this.name(field), 'a whole number', v);
+    if ((opts.min !== undefined && n < opts.min) || (opts.max !== undefined && n > opts.max)) {
+      throw new ApiError(
+        'call_error',
+        `Request could not be processed: argument "${this.name(field)}" must be between ${opts.min ?? '-∞'} and ${opts.max ?? '∞'}, got ${n}.`,
+      );
+    }
+    return n;
+  }
+
+  bool(field: string, fallback: boolean): boolean {
+    const v = this.value(field);
+    if (v === undefined) return fallback;
+    if (typeof v === 'boolean') return v;
+    if (typeof v === 'number' && (v === 0 || v === 1)) return v === 1;
+    if (typeof v === 'string') {
+      if (/^(true|1|yes|on)$/i.test(v.trim())) return true;
+      if (/^(false|0|no|off)$/i.test(v.trim())) return false;
+    }
+    throw wrongType(this.name(field), 'true or false', v);
+  }
+
+  object(field: string): Args | undefined {
+    const v = this.value(field);
+    if (v === undefined) return undefined;
+    if (!isPlainObject(v)) throw wrongType(this.name(field), 'an object', v);
+    return new Args(v, this.name(field));
+  }
+
+  array(field: string): Json[] | undefined {
+    const v = this.value(field);
+    if (v === undefined) return undefined;
+    if (!Array.isArray(v)) throw wrongType(this.name(field), 'an array', v);
+    return v;
+  }
+
+  /** A string field constrained to a set of words. */
+  oneOf<T extends string>(field: string, allowed: readonly T[]): T | undefined {
+    const v = this.string(field);
+    if (v === undefined) return undefined;
+    if (!(allowed as readonly string[]).includes(v)) {
+      throw new ApiError('call_error', `Request could not be processed: argument "${this.name(field)}" must be one of ${allowed.join(', ')}.`);
+    }
+    return v as T;
+  }
+
+  /** Throws call_error for the named field: for validations the accessors above cannot express. */
+  invalid(field: string, why: string): ApiError {
+    return new ApiError('call_error', `Request could not be processed: argument "${this.name(field)}" ${why}.`);
+  }
+}

@@ -1,0 +1,50 @@
+// The edge contract: every response.status the API can answer, with its HTTP code, in one table.
+// Operations throw ApiError with one of these names; anything else that escapes an operation is a
+// defect and is answered as internal_server_error without its text (see http/envelope.ts).
+
+export const API_STATUSES = {
+  ok: 200,
+  bad_request: 400,
+  unauthorized: 401,
+  not_found: 404,
+  method_not_allowed: 405,
+  invalid_json: 406,
+  invalid_utf8: 406,
+  call_error: 406,
+  conflict: 409,
+  precondition_failed: 412,
+  payload_too_large: 413,
+  locked: 423,
+  internal_server_error: 500,
+} as const;
+
+export type ApiStatus = keyof typeof API_STATUSES;
+export type ErrorStatus = Exclude<ApiStatus, 'ok'>;
+
+export class ApiError extends Error {
+  readonly status: ErrorStatus;
+  readonly httpCode: number;
+  constructor(status: ErrorStatus, message: string) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    this.httpCode = API_STATUSES[status];
+  }
+}
+
+/** Shorthands for the errors operations raise most. */
+export const fail = {
+  badRequest: (m: string) => new ApiError('bad_request', m),
+  notFound: (m: string) => new ApiError('not_found', m),
+  callError: (m: string) => new ApiError('call_error', m),
+  precondition: (m: string) => new ApiError('precondition_failed', m),
+  conflict: (m: string) => new ApiError('conflict', m),
+};
+
+export const MESSAGES = {
+  unauthorized: 'Invalid or inactive account API key used.',
+  locked: 'The specified API key is not valid: the key or its account is disabled.',
+  internal: 'Internal server error. The failure was logged; please try again later.',
+  invalidJson: 'Posted content is not valid JSON.',
+  versionConflict: (v: string) => `Invalid API version "${v}". Use /v.1.1/<method> or /v.1.0/<method>.json.`,
+} as const;

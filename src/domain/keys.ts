@@ -1,0 +1,36 @@
+// API keys: random, shown once, stored only as a SHA-256 hash. Lookup is by hash (an index seek,
+// so no timing leak about the key), then the hashes are compared in constant time.
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+
+const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+/** A random base62 string (rejection sampling keeps it unbiased). */
+export function randomToken(length: number): string {
+  let out = '';
+  while (out.length < length) {
+    for (const byte of randomBytes(length * 2)) {
+      if (byte < 248 && out.length < length) out += ALPHABET[byte % 62];
+    }
+  }
+  return out;
+}
+
+/** A new API key: 32 base62 characters (~190 bits). */
+export function generateApiKey(): string {
+  return randomToken(32);
+}
+
+export function hashApiKey(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
+export function hashesEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'hex');
+  const y = Buffer.from(b, 'hex');
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** What listings show of a key: enough to tell keys apart, useless to an attacker. */
+export function keyPrefix(key: string): string {
+  return key.slice(0, 6);
+}

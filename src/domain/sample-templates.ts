@@ -1,0 +1,30 @@
+// The two templates every new project starts with. Client libraries' own test suites send with
+// sample_child_template (compatibility.md), so their shape matters: a layout holding {{*}}, and a
+// child that fills it and uses variables.
+import type { TemplateFields } from '../storage/templates.ts';
+
+export function sampleTemplates(mailerHost: string): TemplateFields[] {
+  return [
+    {
+      slug: 'sample_parent_layout',
+      name: 'Sample parent layout',
+      subject: null,
+      from_address: null,
+      parent_slug: null,
+      css: 'body { font-family: sans-serif; }',
+      text_body: '{{*}}\n\n--\nSent with Posthorn',
+      html_body:
+        '<html><head><style>body { font-family: sans-serif; }</style></head><body>{{*}}<hr><p>Sent with Posthorn</p></body></html>',
+    },
+    {
+      slug: 'sample_child_template',
+      name: 'Sample child template',
+      subject: 'Sample message for {{name}}',
+      from_address: `Posthorn Sample <sample@${mailerHost}>`,
+      parent_slug: 'sample_parent_layout',
+      css: null,
+      text_body: 'Hello {{name}},\n\nThis is a sample message sent through Posthorn.',
+      html_body: '<p>Hello {{name}},</p><p>This is a sample message sent through Posthorn.</p>',
+    },
+  ];
+}

@@ -1,0 +1,3 @@
+import { defineMethods } from './types.ts';
+
+export const reportsMethods = defineMethods([]);

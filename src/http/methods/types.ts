@@ -1,0 +1,33 @@
+// One row of the method table: which key may call it and what it does. Handlers read their
+// arguments with Args (domain/args.ts), call operations, and return the `data` of the envelope.
+import type { Args, Json, JsonObject } from '../../domain/args.ts';
+import type { Caller, KeyKind, Services } from '../../operations/context.ts';
+
+export interface MethodCall {
+  readonly services: Services;
+  readonly caller: Caller;
+  readonly args: Args;
+  /** the request's top-level uid (any JSON type), undefined when absent */
+  readonly uid: Json | undefined;
+  /** the whole request body (for aliases such as top-level recipient_override) */
+  readonly body: JsonObject;
+}
+
+export interface MethodResult {
+  data: unknown;
+  /** extra fields of `response` (message_delivery_status's delivery_status) */
+  response?: Record<string, Json>;
+}
+
+export interface MethodDef {
+  readonly name: string;
+  /** 'any': either kind; project-only methods refuse account keys and vice versa. */
+  readonly key: KeyKind | 'any';
+  /** one line for docs and get_method_list consumers */
+  readonly summary: string;
+  run(call: MethodCall): Promise<MethodResult>;
+}
+
+export function defineMethods(defs: MethodDef[]): MethodDef[] {
+  return defs;
+}

@@ -1,0 +1,3 @@
+import type { BackgroundFactory } from '../background.ts';
+
+export const createBounceListener: BackgroundFactory = () => null;

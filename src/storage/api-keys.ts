@@ -1,0 +1,80 @@
+import type { Tx } from './store.ts';
+import type { Account, ApiKey, Project } from './schema.ts';
+
+export async function insertApiKey(
+  db: Tx,
+  row: { accountId: number; projectId: number | null; keyHash: string; keyPrefix: string; now: number },
+): Promise<ApiKey> {
+  return db
+    .insertInto('api_keys')
+    .values({
+      account_id: row.accountId,
+      project_id: row.projectId,
+      key_hash: row.keyHash,
+      key_prefix: row.keyPrefix,
+      status: 'active',
+      created_at: row.now,
+      revoked_at: null,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export interface KeyLookup {
+  key: ApiKey;
+  account: Account;
+  project: Project | null;
+}
+
+/** The key with this hash, its account, and its project (for project keys). One query. */
+export async function findKeyByHash(db: Tx, keyHash: string): Promise<KeyLookup | undefined> {
+  const row = await db
+    .selectFrom('api_keys as k')
+    .innerJoin('accounts as a', 'a.id', 'k.account_id')
+    .leftJoin('projects as p', 'p.id', 'k.project_id')
+    .select([
+      'k.id as k_id', 'k.account_id as k_account_id', 'k.project_id as k_project_id', 'k.key_hash as k_key_hash',
+      'k.key_prefix as k_key_prefix', 'k.status as k_status', 'k.created_at as k_created_at', 'k.revoked_at as k_revoked_at',
+      'a.id as a_id', 'a.uid as a_uid', 'a.name as a_name', 'a.status as a_status', 'a.settings as a_settings',
+      'a.created_at as a_created_at', 'a.updated_at as a_updated_at',
+      'p.id as p_id', 'p.account_id as p_account_id', 'p.uid as p_uid', 'p.name as p_name', 'p.status as p_status',
+      'p.settings as p_settings', 'p.created_at as p_created_at', 'p.updated_at as p_updated_at',
+    ])
+    .where('k.key_hash', '=', keyHash)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  return {
+    key: {
+      id: row.k_id, account_id: row.k_account_id, project_id: row.k_project_id, key_hash: row.k_key_hash,
+      key_prefix: row.k_key_prefix, status: row.k_status, created_at: row.k_created_at, revoked_at: row.k_revoked_at,
+    },
+    account: {
+      id: row.a_id, uid: row.a_uid, name: row.a_name, status: row.a_status, settings: row.a_settings,
+      created_at: row.a_created_at, updated_at: row.a_updated_at,
+    },
+    project:
+      row.p_id === null
+        ? null
+        : {
+            id: row.p_id, account_id: row.p_account_id!, uid: row.p_uid!, name: row.p_name!, status: row.p_status!,
+            settings: row.p_settings!, created_at: row.p_created_at!, updated_at: row.p_updated_at!,
+          },
+  };
+}
+
+/** Marks every active key of the project inactive (rotation); they stop working at once. */
+export async function revokeProjectKeys(db: Tx, projectId: number, now: number): Promise<void> {
+  await db
+    .updateTable('api_keys')
+    .set({ status: 'inactive', revoked_at: now })
+    .where('project_id', '=', projectId)
+    .where('status', '=', 'active')
+    .execute();
+}
+
+export async function activeKeyPrefix(db: Tx, where: { projectId: number | null; accountId: number }): Promise<string | null> {
+  let q = db.selectFrom('api_keys').select('key_prefix').where('account_id', '=', where.accountId).where('status', '=', 'active');
+  q = where.projectId === null ? q.where('project_id', 'is', null) : q.where('project_id', '=', where.projectId);
+  const row = await q.orderBy('id', 'desc').executeTakeFirst();
+  return row?.key_prefix ?? null;
+}

@@ -1,0 +1,31 @@
+// The dialect seam. Everything that differs between SQLite and PostgreSQL is declared here as a
+// capability and implemented in dialects/{sqlite,postgres}.ts; the rest of the code is shared
+// Kysely. A dialect check anywhere else is a smell (docs/decisions/0001-storage.md).
+import type { ColumnDefinitionBuilder, CreateTableBuilder, Kysely } from 'kysely';
+import type { Database } from './schema.ts';
+
+export interface StoreDialect {
+  readonly name: 'sqlite' | 'postgres';
+  readonly db: Kysely<Database>;
+  /**
+   * Commit the writes that arrive in one event-loop turn together (one fsync for many requests).
+   * True where a single connection serialises writers anyway (SQLite); PostgreSQL commits each
+   * unit on its own pooled connection and groups fsyncs itself.
+   */
+  readonly groupCommit: boolean;
+  /** Claims may add FOR UPDATE SKIP LOCKED (PostgreSQL); SQLite's single writer makes it moot. */
+  readonly skipLocked: boolean;
+  /** Adds the auto-increment integer primary key column `id`. */
+  addIdColumn<T extends string>(table: CreateTableBuilder<T, never>): CreateTableBuilder<T, 'id'>;
+  /** Column type of epoch-ms timestamps and other large integers. */
+  readonly bigintType: 'integer' | 'bigint';
+  /** Column type of large text (payloads, PEM keys). */
+  readonly textType: 'text';
+  isUniqueViolation(error: unknown): boolean;
+  /** Cross-process wake-ups (PostgreSQL LISTEN/NOTIFY). Absent where one process owns the file. */
+  notify?(channel: string): Promise<void>;
+  listen?(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+export type ColumnBuilder = (col: ColumnDefinitionBuilder) => ColumnDefinitionBuilder;

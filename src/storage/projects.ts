@@ -1,0 +1,26 @@
+import type { Tx } from './store.ts';
+import type { Project } from './schema.ts';
+
+export async function insertProject(db: Tx, row: { accountId: number; uid: string; name: string; now: number }): Promise<Project> {
+  return db
+    .insertInto('projects')
+    .values({ account_id: row.accountId, uid: row.uid, name: row.name, status: 'active', settings: '{}', created_at: row.now, updated_at: row.now })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function findProjectByUid(db: Tx, accountId: number, uid: string): Promise<Project | undefined> {
+  return db.selectFrom('projects').selectAll().where('account_id', '=', accountId).where('uid', '=', uid).executeTakeFirst();
+}
+
+export async function listProjects(db: Tx, accountId: number): Promise<Project[]> {
+  return db.selectFrom('projects').selectAll().where('account_id', '=', accountId).orderBy('id').execute();
+}
+
+export async function updateProject(
+  db: Tx,
+  id: number,
+  patch: Partial<Pick<Project, 'name' | 'status' | 'settings'>> & { updated_at: number },
+): Promise<Project | undefined> {
+  return db.updateTable('projects').set(patch).where('id', '=', id).returningAll().executeTakeFirst();
+}

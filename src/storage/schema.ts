@@ -1,0 +1,216 @@
+// Row types of every table, as Kysely sees them. Every *_at column is epoch milliseconds (an
+// integer; bigint on PostgreSQL, parsed back to a JS number). Booleans are stored as 0/1 integers
+// so both dialects read them the same way. JSON is stored as text and parsed by the owning module.
+import type { Generated, Insertable, Selectable, Updateable } from 'kysely';
+
+export interface AccountsTable {
+  id: Generated<number>;
+  uid: string;
+  name: string;
+  /** active | disabled */
+  status: string;
+  /** JSON object of account settings */
+  settings: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface ApiKeysTable {
+  id: Generated<number>;
+  account_id: number;
+  /** null for an account key */
+  project_id: number | null;
+  /** hex SHA-256 of the key: the key itself is never stored */
+  key_hash: string;
+  /** first characters of the key, shown in listings so a user can tell keys apart */
+  key_prefix: string;
+  /** active | inactive (rotated out) */
+  status: string;
+  created_at: number;
+  revoked_at: number | null;
+}
+
+export interface ProjectsTable {
+  id: Generated<number>;
+  account_id: number;
+  uid: string;
+  name: string;
+  /** active | disabled */
+  status: string;
+  /** JSON object: per-project settings (tracking opt-in, ...) */
+  settings: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface TemplatesTable {
+  id: Generated<number>;
+  project_id: number;
+  slug: string;
+  name: string | null;
+  subject: string | null;
+  from_address: string | null;
+  text_body: string | null;
+  html_body: string | null;
+  css: string | null;
+  parent_slug: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface MessagesTable {
+  id: Generated<number>;
+  project_id: number;
+  uid: string;
+  /** template slug the message was sent with, if any */
+  template: string | null;
+  subject: string | null;
+  from_address: string | null;
+  recipient_count: number;
+  /** 0 when send_message said deliver: false */
+  deliver: number;
+  created_at: number;
+  /**
+   * JSON of everything needed to compose the mail, frozen at acceptance (see domain/README.md,
+   * "accepted content"): later template edits never change it. Kept last: listings never read it.
+   */
+  payload: string;
+}
+
+export interface TransmissionsTable {
+  id: Generated<number>;
+  message_id: number;
+  project_id: number;
+  /** the address as given (lower-cased domain) */
+  recipient: string;
+  recipient_name: string | null;
+  /** JSON object of per-recipient variables, or null */
+  variables: string | null;
+  /** queued | retry | completed | failed: the API's statuses */
+  status: string;
+  /** when it may next be claimed (ms) */
+  next_attempt_at: number;
+  attempts: number;
+  /** the lease: the worker id holding it and until when */
+  locked_by: string | null;
+  locked_until: number | null;
+  created_at: number;
+  updated_at: number;
+  completed_at: number | null;
+  failed_at: number | null;
+  opened_at: number | null;
+  clicked_at: number | null;
+  /** like SMTP_250 */
+  result_code: string | null;
+  result_message: string | null;
+}
+
+export interface AttemptsTable {
+  id: Generated<number>;
+  transmission_id: number;
+  started_at: number;
+  duration_ms: number;
+  /** the host talked to (MX, relay or transport-map target), null if none was reached */
+  mx_host: string | null;
+  /** sent | deferred | failed */
+  outcome: string;
+  result_code: string | null;
+  result_message: string | null;
+  worker: string | null;
+}
+
+export interface SuppressionsTable {
+  id: Generated<number>;
+  project_id: number;
+  address: string;
+  /** rejected | warning */
+  status: string;
+  /** hard_bounce | soft_bounce | manual | ... */
+  suppression_state: string;
+  blocked_until: number | null;
+  message: string | null;
+  soft_failures: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface DomainsTable {
+  id: Generated<number>;
+  account_id: number;
+  name: string;
+  dkim_selector: string;
+  /** encrypted PEM (storage/secrets.ts) */
+  dkim_private_key: string;
+  dkim_public_key: string;
+  /** JSON of the last DNS check */
+  last_check: string | null;
+  checked_at: number | null;
+  created_at: number;
+}
+
+export interface MailboxesTable {
+  id: Generated<number>;
+  account_id: number;
+  uid: string;
+  label: string | null;
+  host: string;
+  port: number;
+  username: string;
+  /** encrypted (storage/secrets.ts); never returned by the API */
+  password: string;
+  tls: number;
+  postback_url: string;
+  /** encrypted HMAC key of the postbacks */
+  postback_secret: string;
+  /** active | auth_failed | error */
+  status: string;
+  last_error: string | null;
+  failures: number;
+  next_check_at: number;
+  checked_at: number | null;
+  locked_by: string | null;
+  locked_until: number | null;
+  uid_validity: string | null;
+  last_seen_uid: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** The outbox: one row per change the application may be told about, written in its transaction. */
+export interface EventsTable {
+  id: Generated<number>;
+  account_id: number;
+  project_id: number | null;
+  /** delivered | failed | bounced | retry | opened | clicked | ... */
+  type: string;
+  /** JSON payload */
+  payload: string;
+  created_at: number;
+}
+
+export interface Database {
+  accounts: AccountsTable;
+  api_keys: ApiKeysTable;
+  projects: ProjectsTable;
+  templates: TemplatesTable;
+  messages: MessagesTable;
+  transmissions: TransmissionsTable;
+  attempts: AttemptsTable;
+  suppressions: SuppressionsTable;
+  domains: DomainsTable;
+  mailboxes: MailboxesTable;
+  events: EventsTable;
+}
+
+export type Account = Selectable<AccountsTable>;
+export type Project = Selectable<ProjectsTable>;
+export type ApiKey = Selectable<ApiKeysTable>;
+export type Template = Selectable<TemplatesTable>;
+export type Message = Selectable<MessagesTable>;
+export type NewMessage = Insertable<MessagesTable>;
+export type Transmission = Selectable<TransmissionsTable>;
+export type NewTransmission = Insertable<TransmissionsTable>;
+export type TransmissionUpdate = Updateable<TransmissionsTable>;
+export type Suppression = Selectable<SuppressionsTable>;
+export type Domain = Selectable<DomainsTable>;
+export type Mailbox = Selectable<MailboxesTable>;

@@ -1,0 +1,29 @@
+import type { Tx } from './store.ts';
+import type { Template, TemplatesTable } from './schema.ts';
+import type { Insertable } from 'kysely';
+
+export type TemplateFields = Omit<Insertable<TemplatesTable>, 'id' | 'project_id' | 'created_at' | 'updated_at'>;
+
+export async function insertTemplate(db: Tx, projectId: number, fields: TemplateFields, now: number): Promise<Template> {
+  return db
+    .insertInto('templates')
+    .values({ ...fields, project_id: projectId, created_at: now, updated_at: now })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function findTemplate(db: Tx, projectId: number, slug: string): Promise<Template | undefined> {
+  return db.selectFrom('templates').selectAll().where('project_id', '=', projectId).where('slug', '=', slug).executeTakeFirst();
+}
+
+export async function listTemplates(db: Tx, projectId: number): Promise<Template[]> {
+  return db.selectFrom('templates').selectAll().where('project_id', '=', projectId).orderBy('slug').execute();
+}
+
+export async function updateTemplate(db: Tx, id: number, patch: Partial<TemplateFields>, now: number): Promise<Template | undefined> {
+  return db.updateTable('templates').set({ ...patch, updated_at: now }).where('id', '=', id).returningAll().executeTakeFirst();
+}
+
+export async function deleteTemplate(db: Tx, id: number): Promise<void> {
+  await db.deleteFrom('templates').where('id', '=', id).execute();
+}
