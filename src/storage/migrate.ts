@@ -33,6 +33,8 @@ export async function migrateToLatest(dialect: StoreDialect): Promise<string[]> 
     provider: new DirectoryProvider(dialect),
     migrationTableName: 'posthorn_migrations',
     migrationLockTableName: 'posthorn_migrations_lock',
+    // Features land in parallel with their own numbered migrations; apply any not yet applied.
+    allowUnorderedMigrations: true,
   });
   const { error, results } = await migrator.migrateToLatest();
   if (error) throw error instanceof Error ? error : new Error(String(error));

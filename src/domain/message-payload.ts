@@ -1,0 +1,40 @@
+// The accepted content of a message (messages.payload, JSON): everything delivery needs to compose
+// the MIME for any recipient, resolved once at acceptance. Templates and layouts are already merged
+// in; only {{variables}} remain, rendered per recipient at composition (domain/variables.ts).
+// This is the contract between operations/send-message.ts (writer) and delivery/ (reader).
+
+export interface PayloadAttachment {
+  filename: string;
+  /** with parameters, as given ("text/plain; charset=utf-8") */
+  contentType: string;
+  /** base64, whitespace removed */
+  content: string;
+}
+
+export interface MessagePayload {
+  v: 1;
+  /** From header value (may contain {{variables}}) */
+  from: string | null;
+  /** Subject (may contain {{variables}}) */
+  subject: string | null;
+  /** text/plain part (may contain {{variables}}) */
+  text: string | null;
+  /** text/html part (may contain {{variables}}), CSS already applied or inlined as a <style> */
+  html: string | null;
+  /**
+   * Other headers, exact names as they go on the wire (Reply-To, Cc, X-Custom...). Values are
+   * already checked for line breaks. From and Subject are not here.
+   */
+  headers: Record<string, string>;
+  /** global variables; a recipient's own variables override them */
+  variables: Record<string, string>;
+  attachments: PayloadAttachment[];
+  /** when set, every copy goes to this address instead of the recorded recipient */
+  recipientOverride: string | null;
+  /** per-message tracking opt-in (null: the project's setting decides) */
+  tracking?: boolean | null;
+}
+
+export function parsePayload(json: string): MessagePayload {
+  return JSON.parse(json) as MessagePayload;
+}

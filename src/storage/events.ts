@@ -1,0 +1,26 @@
+// The outbox: an event row is written in the same transaction as the change it reports, so a
+// change and its notification are never separated by a crash. The webhook dispatcher delivers them.
+import type { Tx } from './store.ts';
+
+export type EventType = 'delivered' | 'failed' | 'bounced' | 'retry' | 'opened' | 'clicked' | 'unsubscribed' | 'spammed';
+
+export interface NewEvent {
+  accountId: number;
+  projectId: number | null;
+  type: EventType;
+  payload: Record<string, unknown>;
+  now: number;
+}
+
+export async function recordEvent(db: Tx, event: NewEvent): Promise<void> {
+  await db
+    .insertInto('events')
+    .values({
+      account_id: event.accountId,
+      project_id: event.projectId,
+      type: event.type,
+      payload: JSON.stringify(event.payload),
+      created_at: event.now,
+    })
+    .execute();
+}
