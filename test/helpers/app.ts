@@ -63,7 +63,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   const url = app.url ?? '';
 
   async function post(pathname: string, body: string | Uint8Array, headers: Record<string, string> = {}): Promise<ApiReply> {
-    const res = await fetch(url + pathname, { method: 'POST', body, headers });
+    const res = await fetch(url + pathname, { method: "POST", body: body as BodyInit, headers });
     const text = await res.text();
     let parsed: unknown = text;
     try {
