@@ -13,6 +13,8 @@ export interface PayloadAttachment {
 
 export interface MessagePayload {
   v: 1;
+  /** the Message-ID header value with its brackets, fixed at acceptance so resends de-duplicate */
+  messageId: string;
   /** From header value (may contain {{variables}}) */
   from: string | null;
   /** Subject (may contain {{variables}}) */

@@ -62,6 +62,8 @@ export interface MessagesTable {
   id: Generated<number>;
   project_id: number;
   uid: string;
+  /** `<uid>@<mailer host>`, fixed at acceptance: the Message-ID without brackets, history unique_id */
+  unique_id: string;
   /** template slug the message was sent with, if any */
   template: string | null;
   subject: string | null;

@@ -60,6 +60,7 @@ export async function up(db: Kysely<any>, d: StoreDialect): Promise<void> {
     .addIdColumn(db.schema.createTable('messages'))
     .addColumn('project_id', big, (c) => c.notNull().references('projects.id'))
     .addColumn('uid', 'text', (c) => c.notNull())
+    .addColumn('unique_id', 'text', (c) => c.notNull())
     .addColumn('template', 'text')
     .addColumn('subject', 'text')
     .addColumn('from_address', 'text')
