@@ -1,0 +1,102 @@
+// The command line as users and tooling call it: `node bin/posthorn.js ...` (what `npx posthorn`
+// runs), against a fresh database, with the exact output forms the README promises.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { freshDatabaseUrl } from '../helpers/databases.ts';
+
+const BIN = path.resolve('bin/posthorn.js');
+
+describe('posthorn CLI', () => {
+  let dataDir: string;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-cli-'));
+    const databaseUrl = await freshDatabaseUrl();
+    env = { ...process.env, POSTHORN_DATA: dataDir, LOG_LEVEL: 'warn' };
+    if (databaseUrl) env.DATABASE_URL = databaseUrl;
+    else delete env.DATABASE_URL;
+  });
+  after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+
+  function run(...args: string[]) {
+    const r = spawnSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', timeout: 60_000 });
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  }
+
+  it('bin is executable', () => {
+    assert.ok(fs.statSync(BIN).mode & 0o111, 'bin/posthorn.js must be executable');
+    assert.match(fs.readFileSync(BIN, 'utf8'), /^#!\/usr\/bin\/env node/);
+  });
+
+  it('account create --json prints one JSON object with uid and api_key', () => {
+    const r = run('account', 'create', '--name', 'Acme', '--json');
+    assert.equal(r.code, 0, r.stderr);
+    const lines = r.stdout.trim().split('\n');
+    assert.equal(lines.length, 1);
+    const out = JSON.parse(lines[0]);
+    assert.equal(out.name, 'Acme');
+    assert.match(out.uid, /\S/);
+    assert.match(out.api_key, /^[0-9A-Za-z]{32}$/);
+  });
+
+  it('account list / disable / enable', () => {
+    const created = JSON.parse(run('account', 'create', '--name', 'Beta', '--json').stdout);
+    assert.equal(run('account', 'disable', created.uid).code, 0);
+    let list = JSON.parse(run('account', 'list', '--json').stdout) as Array<{ uid: string; status: string }>;
+    assert.equal(list.find((a) => a.uid === created.uid)?.status, 'disabled');
+    assert.equal(run('account', 'enable', created.uid, '--json').code, 0);
+    list = JSON.parse(run('account', 'list', '--json').stdout);
+    assert.equal(list.find((a) => a.uid === created.uid)?.status, 'active');
+    const missing = run('account', 'disable', 'no-such-uid');
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /no account/);
+  });
+
+  it('refuses unknown commands and options with exit code 2', () => {
+    assert.equal(run('frobnicate').code, 2);
+    const bad = run('account', 'list', '--no-such-option', 'x');
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /unknown option --no-such-option/);
+    assert.equal(run('account', 'create').code, 2);
+    assert.equal(run('serve', '--port', 'eighty').code, 2);
+  });
+
+  it('init --json, then serve answers with those keys and stops gracefully on SIGTERM', async () => {
+    const init = run('init', '--json');
+    assert.equal(init.code, 0, init.stderr);
+    const keys = JSON.parse(init.stdout);
+    assert.match(keys.account.api_key, /^[0-9A-Za-z]{32}$/);
+    assert.match(keys.project.api_key, /^[0-9A-Za-z]{32}$/);
+    assert.notEqual(keys.account.api_key, keys.project.api_key);
+
+    const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--log-level', 'info'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let buf = '';
+        const timer = setTimeout(() => reject(new Error(`serve did not start: ${buf}`)), 30_000);
+        child.stdout.on('data', (d: Buffer) => {
+          buf += d.toString();
+          const m = /"url":"(http:\/\/[^"]+)"/.exec(buf);
+          if (m) {
+            clearTimeout(timer);
+            resolve(m[1]);
+          }
+        });
+        child.once('exit', (code) => reject(new Error(`serve exited ${code}: ${buf}`)));
+      });
+      const res = await fetch(`${url}/v.1.1/get_method_list`, { method: 'POST', body: JSON.stringify({ api_key: keys.project.api_key }) });
+      assert.equal(res.status, 200);
+      const acct = await fetch(`${url}/v.1.1/get_method_list`, { method: 'POST', body: JSON.stringify({ api_key: keys.account.api_key }) });
+      assert.equal(acct.status, 200);
+    } finally {
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0, 'serve exits 0 after SIGTERM');
+    }
+  });
+});
