@@ -16,7 +16,8 @@
 // (a resolver timeout). Every query is logged in `queries` so tests can assert caching.
 import dns2 from 'dns2';
 
-const { Packet } = dns2;
+// dns2's type declarations lag its runtime (RCODE, loose resource shapes): use it untyped here.
+const Packet: any = dns2.Packet;
 
 export interface MxRecord {
   /** host name; "." (or "") is the null MX of RFC 7505 */
@@ -60,7 +61,7 @@ export interface TestDnsServer {
   close(): Promise<void>;
 }
 
-const TYPE_NAMES = new Map<number, string>(Object.entries(Packet.TYPE).map(([k, v]) => [v as number, k]));
+const TYPE_NAMES = new Map<number, string>(Object.entries(Packet.TYPE as Record<string, number>).map(([k, v]) => [v, k]));
 
 function normalise(name: string): string {
   return name.toLowerCase().replace(/\.$/, '');
