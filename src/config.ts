@@ -60,7 +60,7 @@ export interface Config {
 
 export const OPTIONS: readonly OptionSpec[] = [
   { key: 'port', flag: 'port', env: 'PORT', kind: 'int', doc: 'HTTP(S) API port (default 8080).' },
-  { key: 'host', flag: 'host', env: 'HOST', kind: 'string', doc: 'Address the API listens on (default 127.0.0.1).' },
+  { key: 'host', flag: 'host', env: 'POSTHORN_HOST', kind: 'string', doc: 'Address the API listens on (default 127.0.0.1).' },
   { key: 'data', flag: 'data', env: 'POSTHORN_DATA', kind: 'string', doc: 'Directory of the SQLite database and secret key file (default ./data).' },
   { key: 'databaseUrl', flag: 'database-url', env: 'DATABASE_URL', kind: 'string', doc: 'sqlite:///path/file.db or postgres://... (overrides --data for the database).' },
   { key: 'tlsCert', flag: 'tls-cert', env: 'POSTHORN_TLS_CERT', kind: 'string', doc: 'PEM certificate file: serve HTTPS.' },
