@@ -136,6 +136,19 @@ export interface SuppressionsTable {
   updated_at: number;
 }
 
+/** Soft failures of an address, counted towards a suppression `warning` (migration 020). */
+export interface SoftBouncesTable {
+  id: Generated<number>;
+  project_id: number;
+  /** normalized like suppressions.address */
+  address: string;
+  failures: number;
+  first_failure_at: number;
+  last_failure_at: number;
+  /** the last transmission counted: repeated deferrals of one transmission count once */
+  last_transmission_id: number | null;
+}
+
 export interface DomainsTable {
   id: Generated<number>;
   account_id: number;
@@ -199,6 +212,7 @@ export interface Database {
   transmissions: TransmissionsTable;
   attempts: AttemptsTable;
   suppressions: SuppressionsTable;
+  soft_bounces: SoftBouncesTable;
   domains: DomainsTable;
   mailboxes: MailboxesTable;
   events: EventsTable;
