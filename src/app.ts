@@ -32,7 +32,7 @@ export interface App {
 /** Store + migrations + services, without listening: what CLI commands need. */
 export async function openServices(config: Readonly<Config>, opts: AppOptions = {}): Promise<Services> {
   const log = opts.log ?? createLogger(config.logLevel);
-  const store = await openStore(config);
+  const store = await openStore({ ...config, log });
   try {
     await migrateToLatest(store.dialect);
   } catch (error) {

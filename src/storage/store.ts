@@ -7,6 +7,7 @@
 // send_message answer thousands of times a second on one SQLite file (bench/, issue 5).
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { EventEmitter } from 'node:events';
+import type { Logger } from 'pino';
 import type { StoreDialect } from './dialect.ts';
 import type { Database } from './schema.ts';
 import { openSqlite, sqliteFileFrom } from './dialects/sqlite.ts';
@@ -104,11 +105,11 @@ export class Store {
 export type TxOrDb = Tx | Transaction<Database>;
 
 /** Opens the database named by the configuration: PostgreSQL for postgres:// URLs, else SQLite. */
-export async function openStore(opts: { databaseUrl: string | null; data: string; dbPoolSize?: number }): Promise<Store> {
+export async function openStore(opts: { databaseUrl: string | null; data: string; dbPoolSize?: number; log?: Logger }): Promise<Store> {
   const url = opts.databaseUrl;
   if (url !== null && /^postgres(ql)?:\/\//.test(url)) {
     const { openPostgres } = await import('./dialects/postgres.ts');
-    return new Store(await openPostgres(url, { poolSize: opts.dbPoolSize ?? 10 }));
+    return new Store(await openPostgres(url, { poolSize: opts.dbPoolSize ?? 10, log: opts.log }));
   }
   return new Store(openSqlite(sqliteFileFrom(url, opts.data)));
 }

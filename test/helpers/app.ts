@@ -7,7 +7,7 @@ import { parseConfig, type Config } from '../../src/config.ts';
 import { createAccount } from '../../src/operations/accounts.ts';
 import { createProject } from '../../src/operations/projects.ts';
 import { createLogger } from '../../src/log.ts';
-import { freshDatabaseUrl } from './databases.ts';
+import { freshDatabaseUrl, releaseDatabaseUrl } from './databases.ts';
 
 export interface TestApp {
   app: App;
@@ -59,7 +59,14 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     secretKey: 'test-secret-key',
     ...opts.config,
   }) as Config;
-  const app = await startApp(config, { log: opts.log ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'), ...opts });
+  let app: App;
+  try {
+    app = await startApp(config, { log: opts.log ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'), ...opts });
+  } catch (error) {
+    await releaseDatabaseUrl(databaseUrl);
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    throw error;
+  }
   const url = app.url ?? '';
 
   async function post(pathname: string, body: string | Uint8Array, headers: Record<string, string> = {}): Promise<ApiReply> {
@@ -92,6 +99,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     },
     async close() {
       await app.close();
+      await releaseDatabaseUrl(databaseUrl);
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -1,4 +1,52 @@
-// Implemented with the PostgreSQL dialect (issue 4).
+// Fresh PostgreSQL databases for tests: one per test app (CREATE DATABASE posthorn_t_<pid>_<random>
+// on the server at POSTHORN_TEST_PG_URL, default postgres://postgres@127.0.0.1:5432/postgres,
+// trust auth), dropped when the app closes. The pid in the name lets scripts/run-tests.js drop the
+// leftovers of test processes that died, without touching databases of runs still going.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+export const ADMIN_URL = process.env.POSTHORN_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const TEST_DATABASE_PREFIX = 'posthorn_t_';
+
+/** The URL of a database on the admin URL's server. */
+export function databaseUrlFor(name: string): string {
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+async function withAdmin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 10_000 });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
 export async function createFreshPostgresDatabase(): Promise<string> {
-  throw new Error('PostgreSQL test databases are not available yet');
+  const name = `${TEST_DATABASE_PREFIX}${process.pid}_${randomBytes(6).toString('hex')}`;
+  await withAdmin(async (client) => {
+    // Two CREATE DATABASE at once from template1 can collide ("source database is being accessed
+    // by other users") when one copies while the other still holds template1: retry briefly.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await client.query(`CREATE DATABASE "${name}"`);
+        return;
+      } catch (error) {
+        if ((error as { code?: string }).code !== '55006' || attempt >= 20) throw error;
+        await new Promise((r) => setTimeout(r, 50 * attempt));
+      }
+    }
+  });
+  return databaseUrlFor(name);
+}
+
+/** Drops a database made by createFreshPostgresDatabase (closing whatever still holds it). */
+export async function dropPostgresDatabase(url: string): Promise<void> {
+  const name = decodeURIComponent(new URL(url).pathname.slice(1));
+  if (!name.startsWith(TEST_DATABASE_PREFIX) || !/^[a-z0-9_]+$/.test(name)) throw new Error(`refusing to drop ${name}: not a test database`);
+  await withAdmin((client) => client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
 }

@@ -1,6 +1,240 @@
-// PostgreSQL dialect: implemented in issue 4.
+// PostgreSQL through node-postgres: a connection pool per process, one transaction per write on
+// its own pooled connection (PostgreSQL groups the fsyncs of concurrent commits itself, so the
+// store's group commit is off), claims with FOR UPDATE SKIP LOCKED, and cross-process wake-ups
+// with LISTEN/NOTIFY on one dedicated connection that reconnects by itself.
+//
+// Invariants:
+// - int8 (bigint: ids, every *_at column, count(*)) and numeric come back as JS numbers, as they do
+//   on SQLite. The parsers are given to this pool only (`types`), never installed globally, so
+//   other pg users in the same process are unaffected. A value past 2^53 would lose precision:
+//   that is refused loudly rather than rounded (epoch ms and ids stay far below it).
+// - No idle-connection error may crash the process: the pool's 'error' event is handled (pg drops
+//   the broken client and opens a new one on the next checkout).
+// - Losing the LISTEN connection loses no work: notifications are only a hint that shortens the
+//   poll. After a reconnect every listener is called once, because a notification may have been
+//   sent while nobody was listening.
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import type { Logger } from 'pino';
 import type { StoreDialect } from '../dialect.ts';
+import type { Database } from '../schema.ts';
 
-export async function openPostgres(_url: string, _opts: { poolSize: number }): Promise<StoreDialect> {
-  throw new Error('PostgreSQL support is not built yet (issue 4); use the SQLite default');
+const INT8_OID = 20;
+const NUMERIC_OID = 1700;
+
+export interface PostgresOptions {
+  /** connections in this process's pool (config.dbPoolSize) */
+  poolSize: number;
+  log?: Logger;
+  /** how long a query waits for a free pooled connection before failing (default 30 s) */
+  connectionTimeoutMs?: number;
+  /** first and largest delay between LISTEN reconnect attempts */
+  reconnectMinMs?: number;
+  reconnectMaxMs?: number;
+}
+
+function parseSafeInteger(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) throw new RangeError(`bigint value ${text} does not fit a JS number`);
+  return value;
+}
+
+/** Type parsers of this pool only: int8 and numeric as numbers, everything else as pg parses it. */
+const typeParsers: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
+    if (format !== 'binary') {
+      if (oid === INT8_OID) return parseSafeInteger;
+      if (oid === NUMERIC_OID) return (text: string) => Number(text);
+    }
+    return pg.types.getTypeParser(oid, format as 'text');
+  }) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+export async function openPostgres(url: string, opts: PostgresOptions): Promise<StoreDialect> {
+  const log = opts.log;
+  const connection = {
+    connectionString: url,
+    types: typeParsers,
+    application_name: 'posthorn',
+    keepAlive: true,
+  };
+  const pool = new pg.Pool({
+    ...connection,
+    max: Math.max(1, opts.poolSize),
+    connectionTimeoutMillis: opts.connectionTimeoutMs ?? 30_000,
+  });
+  pool.on('error', (error) => log?.warn({ err: describeError(error) }, 'idle PostgreSQL connection failed; it is replaced on next use'));
+  // Fail at start, with the server's own message, rather than on the first request.
+  try {
+    const client = await pool.connect();
+    client.release();
+  } catch (error) {
+    await pool.end().catch(() => {});
+    throw new Error(`cannot connect to PostgreSQL: ${describeError(error).message}`);
+  }
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const listener = new NotificationListener(() => new pg.Client(connection), {
+    log,
+    reconnectMinMs: opts.reconnectMinMs ?? 100,
+    reconnectMaxMs: opts.reconnectMaxMs ?? 10_000,
+  });
+
+  return {
+    name: 'postgres',
+    db,
+    groupCommit: false,
+    skipLocked: true,
+    bigintType: 'bigint',
+    textType: 'text',
+    addIdColumn: (table) => table.addColumn('id', 'bigint', (c) => c.primaryKey().generatedByDefaultAsIdentity()),
+    isUniqueViolation: (error) => typeof error === 'object' && error !== null && (error as { code?: unknown }).code === '23505',
+    async notify(channel) {
+      await pool.query('select pg_notify($1, $2)', [channel, '']);
+    },
+    listen: (channel, onNotify) => listener.listen(channel, onNotify),
+    async close() {
+      await listener.close();
+      await db.destroy();
+    },
+  };
+}
+
+/** An error as a log field: message and code, never the connection string. */
+function describeError(error: unknown): { message: string; code?: string } {
+  if (error instanceof Error) return { message: error.message, code: (error as { code?: string }).code };
+  return { message: String(error) };
+}
+
+interface ListenerOptions {
+  log?: Logger;
+  reconnectMinMs: number;
+  reconnectMaxMs: number;
+}
+
+/**
+ * One dedicated connection that LISTENs on every channel someone subscribed to. It connects on
+ * the first listen(); if the connection drops it reconnects with exponential backoff, LISTENs
+ * again and wakes every listener once.
+ */
+export class NotificationListener {
+  private readonly handlers = new Map<string, Set<() => void>>();
+  private client: pg.Client | null = null;
+  private connecting: Promise<void> | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private failures = 0;
+  private closed = false;
+  /** reconnects completed after a drop; for tests and logs */
+  reconnects = 0;
+
+  constructor(
+    private readonly createClient: () => pg.Client,
+    private readonly opts: ListenerOptions,
+  ) {}
+
+  async listen(channel: string, onNotify: () => void): Promise<() => Promise<void>> {
+    if (this.closed) throw new Error('listener is closed');
+    let set = this.handlers.get(channel);
+    const isNew = !set;
+    if (!set) this.handlers.set(channel, (set = new Set()));
+    set.add(onNotify);
+    if (this.client === null) {
+      // A failed first connection is retried in the background: until it succeeds the workers
+      // still poll, so a subscriber is never refused.
+      await this.connect().catch((error) => {
+        this.opts.log?.warn({ err: describeError(error) }, 'PostgreSQL LISTEN connection failed; retrying');
+        this.scheduleReconnect();
+      });
+    } else if (isNew) await this.client.query(`LISTEN ${quoteIdent(channel)}`);
+    return async () => {
+      const handlers = this.handlers.get(channel);
+      if (!handlers?.delete(onNotify) || handlers.size > 0) return;
+      this.handlers.delete(channel);
+      await this.client?.query(`UNLISTEN ${quoteIdent(channel)}`).catch(() => {});
+    };
+  }
+
+  /** Connects (once, however many callers wait) and LISTENs on every known channel. */
+  private connect(): Promise<void> {
+    this.connecting ??= this.openClient().finally(() => {
+      this.connecting = null;
+    });
+    return this.connecting;
+  }
+
+  private async openClient(): Promise<void> {
+    const client = this.createClient();
+    // Attached before connect(): an error with no listener would crash the process.
+    client.on('error', (error) => this.onLost(client, error));
+    client.on('end', () => this.onLost(client, null));
+    client.on('notification', (msg) => this.dispatch(msg.channel));
+    try {
+      await client.connect();
+      if (this.closed) throw new Error('listener is closed');
+      for (const channel of this.handlers.keys()) await client.query(`LISTEN ${quoteIdent(channel)}`);
+    } catch (error) {
+      client.on('error', () => {});
+      await client.end().catch(() => {});
+      if (this.closed) return;
+      throw error;
+    }
+    this.client = client;
+    this.failures = 0;
+  }
+
+  private dispatch(channel: string): void {
+    for (const handler of this.handlers.get(channel) ?? []) {
+      try {
+        handler();
+      } catch (error) {
+        this.opts.log?.error({ err: error, channel }, 'wake-up listener threw');
+      }
+    }
+  }
+
+  private onLost(client: pg.Client, error: Error | null): void {
+    if (this.closed || this.client !== client) return;
+    this.client = null;
+    client.removeAllListeners('notification');
+    client.on('error', () => {});
+    client.end().catch(() => {});
+    this.opts.log?.warn({ err: error ? describeError(error) : undefined }, 'PostgreSQL LISTEN connection lost; reconnecting');
+    this.scheduleReconnect();
+  }
+
+  private scheduleReconnect(): void {
+    if (this.closed || this.retryTimer) return;
+    const delayMs = Math.min(this.opts.reconnectMaxMs, this.opts.reconnectMinMs * 2 ** this.failures);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      this.connect().then(
+        () => {
+          if (this.closed || this.client === null) return;
+          this.reconnects++;
+          this.opts.log?.info({ channels: [...this.handlers.keys()] }, 'PostgreSQL LISTEN connection restored');
+          // Anything notified while we were away is unknown: wake everyone once.
+          for (const channel of this.handlers.keys()) this.dispatch(channel);
+        },
+        (error) => {
+          this.failures++;
+          this.opts.log?.warn({ err: describeError(error), retryInMs: delayMs }, 'PostgreSQL LISTEN reconnect failed');
+          this.scheduleReconnect();
+        },
+      );
+    }, delayMs);
+    this.retryTimer.unref();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    await this.connecting?.catch(() => {});
+    const client = this.client;
+    this.client = null;
+    if (client) await client.end().catch(() => {});
+  }
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
 }
