@@ -201,6 +201,8 @@ export interface EventsTable {
   /** JSON payload */
   payload: string;
   created_at: number;
+  /** set by the webhook dispatcher once fanned out (migration 040); null until then */
+  dispatched_at: number | null;
 }
 
 export interface Database {
@@ -216,6 +218,10 @@ export interface Database {
   domains: DomainsTable;
   mailboxes: MailboxesTable;
   events: EventsTable;
+  webhooks: import('./outbound-schema.ts').WebhooksTable;
+  outbound_requests: import('./outbound-schema.ts').OutboundRequestsTable;
+  outbound_attempts: import('./outbound-schema.ts').OutboundAttemptsTable;
+  inbound_emails: import('./outbound-schema.ts').InboundEmailsTable;
 }
 
 export type Account = Selectable<AccountsTable>;

@@ -1,0 +1,80 @@
+// Row types of the tables of migration 040 (issue 6: webhooks, outbound requests, inbound emails).
+// Kept beside schema.ts so that file's Database interface only names them.
+import type { Generated, Selectable } from 'kysely';
+
+export interface WebhooksTable {
+  id: Generated<number>;
+  account_id: number;
+  /** null: every project of the account */
+  project_id: number | null;
+  uid: string;
+  url: string;
+  /** JSON array of event types */
+  events: string;
+  /** sealed (domain/secret-box.ts) HMAC-SHA256 key of the signatures */
+  secret: string;
+  /** active | disabled */
+  status: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface OutboundRequestsTable {
+  id: Generated<number>;
+  account_id: number;
+  project_id: number | null;
+  /** webhook (signed at send time with the endpoint's secret) | postback (headers as given) */
+  kind: string;
+  webhook_id: number | null;
+  /** the events row a webhook request reports */
+  event_id: number | null;
+  event_type: string | null;
+  url: string;
+  /** JSON object of extra headers */
+  headers: string;
+  ref: string | null;
+  /** pending | delivered | failed */
+  state: string;
+  attempts: number;
+  /** due time; while claimed, the lease expiry */
+  next_attempt_at: number;
+  locked_by: string | null;
+  locked_until: number | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+  delivered_at: number | null;
+  failed_at: number | null;
+  body: string;
+}
+
+export interface OutboundAttemptsTable {
+  id: Generated<number>;
+  request_id: number;
+  started_at: number;
+  duration_ms: number;
+  /** HTTP status, null when no response came */
+  status_code: number | null;
+  error: string | null;
+  worker: string | null;
+}
+
+export interface InboundEmailsTable {
+  id: Generated<number>;
+  mailbox_id: number;
+  uid_validity: string;
+  imap_uid: number;
+  message_id: string | null;
+  size: number;
+  outbound_id: number;
+  /** posting (postback pending) | seen (2xx, flagged \Seen) | failed (postback gave up) */
+  state: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export type Webhook = Selectable<WebhooksTable>;
+export type OutboundRequest = Selectable<OutboundRequestsTable>;
+export type OutboundAttempt = Selectable<OutboundAttemptsTable>;
+export type InboundEmail = Selectable<InboundEmailsTable>;
