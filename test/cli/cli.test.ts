@@ -6,22 +6,26 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { freshDatabaseUrl } from '../helpers/databases.ts';
+import { freshDatabaseUrl, releaseDatabaseUrl } from '../helpers/databases.ts';
 
 const BIN = path.resolve('bin/posthorn.js');
 
 describe('posthorn CLI', () => {
   let dataDir: string;
   let env: NodeJS.ProcessEnv;
+  let databaseUrl: string | null = null;
 
   before(async () => {
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-cli-'));
-    const databaseUrl = await freshDatabaseUrl();
+    databaseUrl = await freshDatabaseUrl();
     env = { ...process.env, POSTHORN_DATA: dataDir, LOG_LEVEL: 'warn' };
     if (databaseUrl) env.DATABASE_URL = databaseUrl;
     else delete env.DATABASE_URL;
   });
-  after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  after(async () => {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    await releaseDatabaseUrl(databaseUrl);
+  });
 
   function run(...args: string[]) {
     const r = spawnSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', timeout: 60_000 });
