@@ -1,14 +1,50 @@
-// Creating a project: the project row, its key (shown once) and the sample templates, in one
-// transaction. The other project operations live beside it.
+// Projects of an account: create (the project row, its key shown once and the sample templates, in
+// one transaction), list, get, update, disable/enable and key rotation. A project's API key is
+// returned only by createProject and rotateProjectKey; everything else shows its key_prefix.
 import { randomUUID } from 'node:crypto';
 import { ApiError } from '../domain/errors.ts';
 import { generateApiKey, hashApiKey, keyPrefix } from '../domain/keys.ts';
 import { sampleTemplates } from '../domain/sample-templates.ts';
-import { insertApiKey } from '../storage/api-keys.ts';
-import { insertProject } from '../storage/projects.ts';
+import { activeKeyPrefix, activeProjectKeyPrefixes, insertApiKey, revokeProjectKeys } from '../storage/api-keys.ts';
+import { countProjects, findProjectByUid, insertProject, listProjects as listProjectRows, updateProject as updateProjectRow } from '../storage/projects.ts';
 import type { Account, Project } from '../storage/schema.ts';
+import type { Tx } from '../storage/store.ts';
 import { insertTemplate } from '../storage/templates.ts';
 import type { Services } from './context.ts';
+
+/** Most projects one account may hold: list_projects is unpaged, so it stays bounded. */
+export const MAX_PROJECTS_PER_ACCOUNT = 1000;
+/** Longest project name and uid, in characters. */
+export const MAX_PROJECT_NAME = 200;
+export const MAX_PROJECT_UID = 200;
+
+/**
+ * Per-project settings, stored as JSON in projects.settings. Every key is declared here so a typo
+ * in update_project is refused instead of silently stored.
+ */
+export interface ProjectSettings {
+  /** opt-in open and click tracking of HTML parts (delivery/tracking.ts) */
+  tracking: boolean;
+}
+
+export const DEFAULT_PROJECT_SETTINGS: Readonly<ProjectSettings> = Object.freeze({ tracking: false });
+export const PROJECT_SETTING_KEYS = Object.keys(DEFAULT_PROJECT_SETTINGS) as (keyof ProjectSettings)[];
+
+/** The project's settings, defaults filled in. A row written before a setting existed reads its default. */
+export function readProjectSettings(project: Pick<Project, 'settings'>): ProjectSettings {
+  let stored: unknown = {};
+  try {
+    stored = JSON.parse(project.settings);
+  } catch {
+    stored = {};
+  }
+  const out: ProjectSettings = { ...DEFAULT_PROJECT_SETTINGS };
+  if (typeof stored === 'object' && stored !== null) {
+    const s = stored as Record<string, unknown>;
+    if (typeof s.tracking === 'boolean') out.tracking = s.tracking;
+  }
+  return out;
+}
 
 export interface CreatedProject {
   project: Project;
@@ -16,8 +52,18 @@ export interface CreatedProject {
   apiKey: string;
 }
 
+/** A project as listings show it: the row and the prefix of its active key (never the key). */
+export interface ProjectView {
+  project: Project;
+  keyPrefix: string | null;
+}
+
 export function projectUrl(services: Services, project: Pick<Project, 'uid'>): string {
   return `${services.config.publicUrl}/projects/${encodeURIComponent(project.uid)}`;
+}
+
+function duplicateUid(uid: string): ApiError {
+  return new ApiError('bad_request', `Uid ${uid} already exists.`);
 }
 
 export async function createProject(services: Services, account: Account, input: { name: string; uid?: string }): Promise<CreatedProject> {
@@ -26,6 +72,10 @@ export async function createProject(services: Services, account: Account, input:
   const uid = input.uid && input.uid !== '' ? input.uid : randomUUID();
   try {
     const project = await services.store.write(async (trx) => {
+      if (await findProjectByUid(trx, account.id, uid)) throw duplicateUid(uid);
+      if ((await countProjects(trx, account.id)) >= MAX_PROJECTS_PER_ACCOUNT) {
+        throw new ApiError('precondition_failed', `The account already has ${MAX_PROJECTS_PER_ACCOUNT} projects, the most it may hold.`);
+      }
       const project = await insertProject(trx, { accountId: account.id, uid, name: input.name, now });
       await insertApiKey(trx, { accountId: account.id, projectId: project.id, keyHash: hashApiKey(apiKey), keyPrefix: keyPrefix(apiKey), now });
       for (const template of sampleTemplates(services.config.mailerHost)) await insertTemplate(trx, project.id, template, now);
@@ -33,7 +83,75 @@ export async function createProject(services: Services, account: Account, input:
     });
     return { project, apiKey };
   } catch (error) {
-    if (services.store.dialect.isUniqueViolation(error)) throw new ApiError('bad_request', `Uid ${uid} already exists.`);
+    // A concurrent create with the same uid loses at the unique constraint.
+    if (services.store.dialect.isUniqueViolation(error)) throw duplicateUid(uid);
     throw error;
   }
+}
+
+export async function listProjects(services: Services, account: Account): Promise<ProjectView[]> {
+  const db = services.store.db;
+  const [projects, prefixes] = await Promise.all([listProjectRows(db, account.id), activeProjectKeyPrefixes(db, account.id)]);
+  return projects.map((project) => ({ project, keyPrefix: prefixes.get(project.id) ?? null }));
+}
+
+async function requireProject(db: Tx, account: Account, uid: string): Promise<Project> {
+  const project = await findProjectByUid(db, account.id, uid);
+  if (!project) throw new ApiError('not_found', `Project ${uid} not found.`);
+  return project;
+}
+
+/** The account's project with this uid, or 404 not_found. */
+export async function findAccountProject(services: Services, account: Account, uid: string): Promise<Project> {
+  return requireProject(services.store.db, account, uid);
+}
+
+export async function getProject(services: Services, account: Account, uid: string): Promise<ProjectView> {
+  const project = await requireProject(services.store.db, account, uid);
+  return { project, keyPrefix: await activeKeyPrefix(services.store.db, { accountId: account.id, projectId: project.id }) };
+}
+
+export interface ProjectChanges {
+  name?: string;
+  /** merged into the stored settings: keys not named keep their value */
+  settings?: Partial<ProjectSettings>;
+}
+
+export async function updateProject(services: Services, account: Account, uid: string, changes: ProjectChanges): Promise<ProjectView> {
+  const now = services.clock.now();
+  return services.store.write(async (trx) => {
+    const project = await requireProject(trx, account, uid);
+    const patch: { name?: string; settings?: string; updated_at: number } = { updated_at: now };
+    if (changes.name !== undefined) patch.name = changes.name;
+    if (changes.settings !== undefined) patch.settings = JSON.stringify({ ...readProjectSettings(project), ...changes.settings });
+    const updated = (await updateProjectRow(trx, project.id, patch))!;
+    return { project: updated, keyPrefix: await activeKeyPrefix(trx, { accountId: account.id, projectId: project.id }) };
+  });
+}
+
+/** Disables (its key answers 423 locked from the next request on) or re-enables a project. */
+export async function setProjectStatus(services: Services, account: Account, uid: string, status: 'active' | 'disabled'): Promise<ProjectView> {
+  const now = services.clock.now();
+  return services.store.write(async (trx) => {
+    const project = await requireProject(trx, account, uid);
+    const updated = project.status === status ? project : (await updateProjectRow(trx, project.id, { status, updated_at: now }))!;
+    return { project: updated, keyPrefix: await activeKeyPrefix(trx, { accountId: account.id, projectId: project.id }) };
+  });
+}
+
+/**
+ * Replaces the project's key: in one transaction every active key of the project becomes inactive
+ * (401 from the next request on: authentication reads the key row each time, nothing is cached)
+ * and a new one is stored. The new key is returned this once.
+ */
+export async function rotateProjectKey(services: Services, account: Account, uid: string): Promise<CreatedProject> {
+  const now = services.clock.now();
+  const apiKey = generateApiKey();
+  const project = await services.store.write(async (trx) => {
+    const project = await requireProject(trx, account, uid);
+    await revokeProjectKeys(trx, project.id, now);
+    await insertApiKey(trx, { accountId: account.id, projectId: project.id, keyHash: hashApiKey(apiKey), keyPrefix: keyPrefix(apiKey), now });
+    return project;
+  });
+  return { project, apiKey };
 }

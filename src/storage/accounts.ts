@@ -24,3 +24,7 @@ export async function updateAccount(
 ): Promise<Account | undefined> {
   return db.updateTable('accounts').set(patch).where('id', '=', id).returningAll().executeTakeFirst();
 }
+
+export async function findAccountById(db: Tx, id: number): Promise<Account | undefined> {
+  return db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirst();
+}

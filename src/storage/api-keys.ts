@@ -78,3 +78,17 @@ export async function activeKeyPrefix(db: Tx, where: { projectId: number | null;
   const row = await q.orderBy('id', 'desc').executeTakeFirst();
   return row?.key_prefix ?? null;
 }
+
+/** The newest active key prefix of each project of the account (one query), keyed by project id. */
+export async function activeProjectKeyPrefixes(db: Tx, accountId: number): Promise<Map<number, string>> {
+  const rows = await db
+    .selectFrom('api_keys')
+    .select(['project_id', 'key_prefix'])
+    .where('account_id', '=', accountId)
+    .where('status', '=', 'active')
+    .where('project_id', 'is not', null)
+    .orderBy('id')
+    .execute();
+  // Ordered by id, so a later (newer) key overwrites an older one.
+  return new Map(rows.map((r) => [r.project_id!, r.key_prefix]));
+}

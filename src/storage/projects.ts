@@ -24,3 +24,16 @@ export async function updateProject(
 ): Promise<Project | undefined> {
   return db.updateTable('projects').set(patch).where('id', '=', id).returningAll().executeTakeFirst();
 }
+
+export async function findProjectById(db: Tx, id: number): Promise<Project | undefined> {
+  return db.selectFrom('projects').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export async function countProjects(db: Tx, accountId: number): Promise<number> {
+  const row = await db
+    .selectFrom('projects')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .where('account_id', '=', accountId)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}

@@ -27,3 +27,24 @@ export async function updateTemplate(db: Tx, id: number, patch: Partial<Template
 export async function deleteTemplate(db: Tx, id: number): Promise<void> {
   await db.deleteFrom('templates').where('id', '=', id).execute();
 }
+
+/** Slugs of the templates that name this one as their parent layout. */
+export async function listChildSlugs(db: Tx, projectId: number, parentSlug: string): Promise<string[]> {
+  const rows = await db
+    .selectFrom('templates')
+    .select('slug')
+    .where('project_id', '=', projectId)
+    .where('parent_slug', '=', parentSlug)
+    .orderBy('slug')
+    .execute();
+  return rows.map((r) => r.slug);
+}
+
+export async function countTemplates(db: Tx, projectId: number): Promise<number> {
+  const row = await db
+    .selectFrom('templates')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .where('project_id', '=', projectId)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
