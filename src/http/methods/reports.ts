@@ -1,3 +1,172 @@
-import { defineMethods } from './types.ts';
+// The read methods: what happened to the messages a project sent (docs/api/reports.md). Each
+// handler reads its arguments, calls an operation in operations/reports/, and returns `data`.
+import type { Args } from '../../domain/args.ts';
+import { ApiError } from '../../domain/errors.ts';
+import { parseApiDate } from '../../domain/time.ts';
+import type { Caller, Services } from '../../operations/context.ts';
+import { listTransmissionHistory } from '../../operations/reports/history.ts';
+import {
+  getMessageDeliveryStatus,
+  getMessageReceipt,
+  getMessageStatusCounts,
+  getMessageTransmissions,
+  getRecipientsList,
+} from '../../operations/reports/message-report.ts';
+import { listMessages } from '../../operations/reports/messages.ts';
+import { getProjectMetrics } from '../../operations/reports/metrics.ts';
+import { getSuppressionList } from '../../operations/reports/suppression-list.ts';
+import { getAccountInfo, getProjectInfo } from '../../operations/reports/usage-info.ts';
+import type { Project } from '../../storage/schema.ts';
+import { defineMethods, type MethodCall } from './types.ts';
 
-export const reportsMethods = defineMethods([]);
+/** Default per_page of every listing (the spec's figure), lowered to the configured maximum. */
+const DEFAULT_PER_PAGE = 250;
+/** Keeps (page - 1) * per_page a safe integer whatever the client sends. */
+const MAX_PAGE = 1_000_000_000;
+
+/** Methods with key 'project' are only routed here with a project key (http/server.ts). */
+function projectOf(caller: Caller): Project {
+  if (!caller.project) throw new ApiError('unauthorized', 'This method needs a project API key.');
+  return caller.project;
+}
+
+/**
+ * The message a lookup is about: `arguments.uid` when given, else the request's top-level uid
+ * (Node 2.x and the Ruby gem send the target in arguments and a random uid at the top level).
+ * A number is read as its decimal spelling; "" counts as absent.
+ */
+export function targetUid({ args, uid }: Pick<MethodCall, 'args' | 'uid'>): string {
+  const fromArgs = args.string('uid');
+  if (fromArgs !== undefined && fromArgs !== '') return fromArgs;
+  if (typeof uid === 'string' && uid !== '') return uid;
+  if (typeof uid === 'number') return String(uid);
+  if (uid !== undefined && uid !== null && uid !== '') {
+    throw new ApiError('call_error', 'Request could not be processed: "uid" must be a string.');
+  }
+  throw new ApiError('bad_request', 'Missing uid: give the uid of the message in arguments.uid (or the top-level uid).');
+}
+
+function readPaging(services: Services, args: Args): { page: number; perPage: number } {
+  const max = services.config.maxPerPage;
+  return {
+    page: args.int('page', { min: 1, max: MAX_PAGE, default: 1 }),
+    perPage: args.int('per_page', { min: 1, max, default: Math.min(DEFAULT_PER_PAGE, max) }),
+  };
+}
+
+/** An inclusive YYYY-MM-DD date (UTC) as the epoch ms of its first millisecond, or null when absent. */
+function readDay(args: Args, field: string): number | null {
+  const text = args.string(field);
+  if (text === undefined || text.trim() === '') return null;
+  const ms = parseApiDate(text.trim());
+  if (ms === null) throw args.invalid(field, `must be a date written YYYY-MM-DD, got "${text}"`);
+  return ms;
+}
+
+async function runHistory(call: MethodCall, detailed: boolean) {
+  const { services, caller, args } = call;
+  const fromDayMs = readDay(args, 'from');
+  const toDayMs = readDay(args, 'to');
+  if (fromDayMs !== null && toDayMs !== null && fromDayMs > toDayMs) {
+    throw args.invalid('from', `(${args.string('from')}) must not be after "to" (${args.string('to')})`);
+  }
+  const { page, perPage } = readPaging(services, args);
+  return { data: await listTransmissionHistory(services, projectOf(caller), { fromDayMs, toDayMs, page, perPage, detailed }) };
+}
+
+export const reportsMethods = defineMethods([
+  {
+    name: 'get_message_receipt',
+    key: 'project',
+    summary: 'The id and url of a message, by uid: proof that a send was received.',
+    async run({ services, caller, args, uid }) {
+      return { data: await getMessageReceipt(services, projectOf(caller), targetUid({ args, uid })) };
+    },
+  },
+  {
+    name: 'get_message_transmissions',
+    key: 'project',
+    summary: "A message's delivery report: each recipient's status, times and result.",
+    async run({ services, caller, args, uid }) {
+      return { data: await getMessageTransmissions(services, projectOf(caller), targetUid({ args, uid })) };
+    },
+  },
+  {
+    name: 'messages_history',
+    key: 'project',
+    summary: "The project's transmissions, newest first, by inclusive date range, paged.",
+    run: (call) => runHistory(call, false),
+  },
+  {
+    name: 'messages_history_detailed',
+    key: 'project',
+    summary: 'messages_history with each transmission\'s result, attempt count and event times.',
+    run: (call) => runHistory(call, true),
+  },
+  {
+    name: 'get_messages',
+    key: 'project',
+    summary: "The project's messages, newest first, keyed by uid, with transmission counts, paged.",
+    async run({ services, caller, args }) {
+      return { data: await listMessages(services, projectOf(caller), readPaging(services, args)) };
+    },
+  },
+  {
+    name: 'get_metrics',
+    key: 'project',
+    summary: 'Transmission counts this hour, day, week and month against the previous ones.',
+    async run({ services, caller }) {
+      return { data: await getProjectMetrics(services, projectOf(caller)) };
+    },
+  },
+  {
+    name: 'get_suppression_list',
+    key: 'project',
+    summary: 'The addresses the project will not send to, keyed by address.',
+    async run({ services, caller, args }) {
+      const paged = args.has('page') || args.has('per_page');
+      return { data: await getSuppressionList(services, projectOf(caller), paged ? readPaging(services, args) : null) };
+    },
+  },
+  {
+    name: 'get_project_info',
+    key: 'project',
+    summary: "The project's name, url and transmission counts.",
+    async run({ services, caller }) {
+      return { data: await getProjectInfo(services, projectOf(caller)) };
+    },
+  },
+  {
+    name: 'get_account_info',
+    key: 'any',
+    summary: "The account's name, url and transmission counts over all its projects (a project key answers for its account).",
+    async run({ services, caller }) {
+      return { data: await getAccountInfo(services, caller.account) };
+    },
+  },
+  {
+    name: 'message_status',
+    key: 'project',
+    summary: "Legacy: how many of a message's transmissions are in each status.",
+    async run({ services, caller, args, uid }) {
+      return { data: { message_status: await getMessageStatusCounts(services, projectOf(caller), targetUid({ args, uid })) } };
+    },
+  },
+  {
+    name: 'message_delivery_status',
+    key: 'project',
+    summary: 'Legacy: the status of a message as a whole (response.delivery_status) and of each recipient.',
+    async run({ services, caller, args, uid }) {
+      const report = await getMessageDeliveryStatus(services, projectOf(caller), targetUid({ args, uid }));
+      return { data: { delivery_status: report.recipients }, response: { delivery_status: report.overall } };
+    },
+  },
+  {
+    name: 'get_recipients_list',
+    key: 'project',
+    summary: "Legacy: a message's recipient addresses.",
+    async run({ services, caller, args, uid }) {
+      return { data: { recipients: await getRecipientsList(services, projectOf(caller), targetUid({ args, uid })) } };
+    },
+  },
+]);

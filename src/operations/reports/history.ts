@@ -1,0 +1,87 @@
+// messages_history and messages_history_detailed: one record per transmission of the project,
+// newest first, filtered by inclusive UTC dates and paged.
+import { DAY_MS, formatApiTime } from '../../domain/time.ts';
+import { listHistoryPage, type HistoryRow } from '../../storage/reports.ts';
+import type { Project } from '../../storage/schema.ts';
+import type { Services } from '../context.ts';
+
+export interface HistoryRequest {
+  /** first day included, as epoch ms of its first millisecond (UTC), or null for no lower bound */
+  fromDayMs: number | null;
+  /** last day included, as epoch ms of its first millisecond (UTC), or null for no upper bound */
+  toDayMs: number | null;
+  /** 1-based */
+  page: number;
+  perPage: number;
+  detailed: boolean;
+}
+
+export interface HistoryRecord {
+  unique_id: string;
+  message_id: number;
+  uid: string;
+  recipient: string;
+  status: string;
+  created_at: string | null;
+}
+
+export interface DetailedHistoryRecord extends HistoryRecord {
+  result_code: string | null;
+  result_message: string | null;
+  completed_at: string | null;
+  failed_at: string | null;
+  opened_at: string | null;
+  clicked_at: string | null;
+  attempts: number;
+}
+
+export interface HistoryPage {
+  messages_history: HistoryRecord[] | DetailedHistoryRecord[];
+  page: number;
+  per_page: number;
+  /** whether a further page holds at least one record (found by reading one row more, not by counting) */
+  has_more: boolean;
+}
+
+export async function listTransmissionHistory(services: Services, project: Project, req: HistoryRequest): Promise<HistoryPage> {
+  const rows = await listHistoryPage(services.store.db, {
+    projectId: project.id,
+    fromMs: req.fromDayMs,
+    // `to` is inclusive: everything before the start of the following day.
+    untilMs: req.toDayMs === null ? null : req.toDayMs + DAY_MS,
+    offset: (req.page - 1) * req.perPage,
+    limit: req.perPage + 1,
+  });
+  const hasMore = rows.length > req.perPage;
+  const pageRows = hasMore ? rows.slice(0, req.perPage) : rows;
+  return {
+    messages_history: req.detailed ? pageRows.map(presentDetailed) : pageRows.map(presentRecord),
+    page: req.page,
+    per_page: req.perPage,
+    has_more: hasMore,
+  };
+}
+
+function presentRecord(row: HistoryRow): HistoryRecord {
+  return {
+    unique_id: row.unique_id,
+    message_id: Number(row.message_id),
+    uid: row.uid,
+    recipient: row.recipient,
+    status: row.status,
+    created_at: formatApiTime(row.created_at),
+  };
+}
+
+function presentDetailed(row: HistoryRow): DetailedHistoryRecord {
+  return {
+    ...presentRecord(row),
+    result_code: row.result_code,
+    result_message: row.result_message,
+    completed_at: formatApiTime(row.completed_at),
+    failed_at: formatApiTime(row.failed_at),
+    opened_at: formatApiTime(row.opened_at),
+    clicked_at: formatApiTime(row.clicked_at),
+    attempts: Number(row.attempts),
+  };
+}

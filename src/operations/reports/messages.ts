@@ -1,0 +1,47 @@
+// get_messages: the project's messages, newest first, keyed by uid, each with its transmission
+// tallies and the day it falls out of the retention window.
+import { DAY_MS, formatIsoTime } from '../../domain/time.ts';
+import { listMessagesPage, tallyTransmissionsByMessage } from '../../storage/reports.ts';
+import type { Project } from '../../storage/schema.ts';
+import type { Services } from '../context.ts';
+
+/**
+ * How long a message is kept, as reported in will_purge_at (created_at + 90 days). Posthorn does
+ * not purge yet: the figure is the retention a purge job will honour, so clients that schedule
+ * around it get a stable, documented value.
+ */
+export const MESSAGE_RETENTION_DAYS = 90;
+
+export interface MessageListing {
+  project_id: number;
+  template: string | null;
+  transmissions_total: number;
+  transmissions_failed: number;
+  transmissions_completed: number;
+  created_at: string | null;
+  will_purge_at: string | null;
+}
+
+export async function listMessages(
+  services: Services,
+  project: Project,
+  req: { page: number; perPage: number },
+): Promise<Record<string, MessageListing>> {
+  const db = services.store.db;
+  const messages = await listMessagesPage(db, project.id, (req.page - 1) * req.perPage, req.perPage);
+  const tallies = new Map((await tallyTransmissionsByMessage(db, messages.map((m) => m.id))).map((t) => [t.message_id, t]));
+  const out: Record<string, MessageListing> = {};
+  for (const m of messages) {
+    const tally = tallies.get(Number(m.id));
+    out[m.uid] = {
+      project_id: Number(m.project_id),
+      template: m.template,
+      transmissions_total: tally?.total ?? 0,
+      transmissions_failed: tally?.failed ?? 0,
+      transmissions_completed: tally?.completed ?? 0,
+      created_at: formatIsoTime(m.created_at),
+      will_purge_at: formatIsoTime(m.created_at + MESSAGE_RETENTION_DAYS * DAY_MS),
+    };
+  }
+  return out;
+}

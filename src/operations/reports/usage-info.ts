@@ -1,0 +1,60 @@
+// get_project_info and get_account_info: name, url, transmission counts and users. The account
+// form has the same shape, counted over all of the account's projects.
+import { DAY_MS } from '../../domain/time.ts';
+import { countTransmissionsCreated, listProjectIdsOfAccount } from '../../storage/reports.ts';
+import type { Account, Project } from '../../storage/schema.ts';
+import type { Services } from '../context.ts';
+import { projectUrl } from '../projects.ts';
+
+export interface UsageInfo {
+  uid: string;
+  name: string;
+  url: string;
+  /** transmissions created today, this calendar month (UTC) and ever */
+  transmissions: { today: number; this_month: number; overall: number };
+  /**
+   * email -> name of the people with access. Always {}: Posthorn has no user accounts (access is
+   * by API key alone), so there is nobody to list.
+   */
+  users: Record<string, string>;
+}
+
+export function accountUrl(services: Services, account: Pick<Account, 'uid'>): string {
+  return `${services.config.publicUrl}/accounts/${encodeURIComponent(account.uid)}`;
+}
+
+async function countTransmissions(services: Services, projectIds: readonly number[]): Promise<UsageInfo['transmissions']> {
+  const nowMs = services.clock.now();
+  const now = new Date(nowMs);
+  const db = services.store.db;
+  return {
+    today: await countTransmissionsCreated(db, projectIds, Math.floor(nowMs / DAY_MS) * DAY_MS),
+    this_month: await countTransmissionsCreated(db, projectIds, Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)),
+    overall: await countTransmissionsCreated(db, projectIds, null),
+  };
+}
+
+export async function getProjectInfo(services: Services, project: Project): Promise<{ project: UsageInfo }> {
+  return {
+    project: {
+      uid: project.uid,
+      name: project.name,
+      url: projectUrl(services, project),
+      transmissions: await countTransmissions(services, [project.id]),
+      users: {},
+    },
+  };
+}
+
+export async function getAccountInfo(services: Services, account: Account): Promise<{ account: UsageInfo }> {
+  const projectIds = await listProjectIdsOfAccount(services.store.db, account.id);
+  return {
+    account: {
+      uid: account.uid,
+      name: account.name,
+      url: accountUrl(services, account),
+      transmissions: await countTransmissions(services, projectIds),
+      users: {},
+    },
+  };
+}
