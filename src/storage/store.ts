@@ -30,6 +30,7 @@ export class Store {
   private readonly wakes = new EventEmitter();
   private pending: Unit[] = [];
   private flushing = false;
+  private readonly inflight = new Set<Promise<unknown>>();
   private closed = false;
 
   constructor(readonly dialect: StoreDialect) {
@@ -39,7 +40,14 @@ export class Store {
 
   write<T>(fn: (trx: Tx) => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new Error('store is closed'));
-    if (!this.dialect.groupCommit) return this.db.transaction().execute(fn);
+    if (!this.dialect.groupCommit) {
+      // Tracked so close() waits for it: ending the pool under a waiting transaction strands it.
+      const unit = this.db.transaction().execute(fn);
+      this.inflight.add(unit);
+      const forget = () => this.inflight.delete(unit);
+      unit.then(forget, forget);
+      return unit;
+    }
     return new Promise<T>((resolve, reject) => {
       this.pending.push({ fn, resolve: resolve as (v: unknown) => void, reject });
       if (this.pending.length === 1 && !this.flushing) setImmediate(() => void this.flush());
@@ -98,6 +106,7 @@ export class Store {
       if (!this.flushing) await this.flush();
       else await new Promise((r) => setImmediate(r));
     }
+    await Promise.allSettled([...this.inflight]);
     await this.dialect.close();
   }
 }

@@ -1,11 +1,22 @@
 // Which database a test run uses (POSTHORN_TEST_DB, set by scripts/run-tests.js): SQLite in the
 // test's temp directory (null URL), or a fresh PostgreSQL database per test app.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { migrateToLatest } from '../../src/storage/migrate.ts';
+import { openStore, type Store } from '../../src/storage/store.ts';
+
 export type TestDatabase = 'sqlite' | 'postgres';
 
 export function testDatabase(): TestDatabase {
   const which = process.env.POSTHORN_TEST_DB ?? 'sqlite';
   if (which !== 'sqlite' && which !== 'postgres') throw new Error(`unknown POSTHORN_TEST_DB ${which}`);
   return which;
+}
+
+/** For `it(..., { skip: onlyOn('postgres') }, ...)`: false to run, else the printed reason. */
+export function onlyOn(database: TestDatabase): false | string {
+  return testDatabase() === database ? false : `${database} only (this run is on ${testDatabase()})`;
 }
 
 export async function freshDatabaseUrl(): Promise<string | null> {
@@ -19,4 +30,41 @@ export async function releaseDatabaseUrl(url: string | null): Promise<void> {
   if (url === null || !/^postgres(ql)?:/.test(url)) return;
   const { dropPostgresDatabase } = await import('./postgres.ts');
   await dropPostgresDatabase(url);
+}
+
+export interface TestStore {
+  store: Store;
+  /** the database's URL (sqlite:// on SQLite), for more stores or processes on the same database */
+  url: string;
+  dataDir: string;
+  /** another store on the same database (as another process would open it), migrated */
+  openAnother(opts?: { poolSize?: number }): Promise<Store>;
+  /** closes every store opened here, drops the database, removes the temp directory */
+  close(): Promise<void>;
+}
+
+/** A fresh, migrated database of the run's kind, opened as a Store (no HTTP, no workers). */
+export async function openTestStore(opts: { poolSize?: number } = {}): Promise<TestStore> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-store-'));
+  const fresh = await freshDatabaseUrl();
+  const url = fresh ?? `sqlite://${path.join(dataDir, 'posthorn.db')}`;
+  const stores: Store[] = [];
+  const open = async (poolSize = opts.poolSize ?? 5) => {
+    const store = await openStore({ databaseUrl: url, data: dataDir, dbPoolSize: poolSize });
+    stores.push(store);
+    await migrateToLatest(store.dialect);
+    return store;
+  };
+  const store = await open();
+  return {
+    store,
+    url,
+    dataDir,
+    openAnother: (o = {}) => open(o.poolSize),
+    async close() {
+      for (const s of stores) await s.close();
+      await releaseDatabaseUrl(fresh);
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
 }

@@ -1,0 +1,133 @@
+// What only PostgreSQL has: migrations raced by many processes (Kysely's migrator takes an advisory
+// lock), LISTEN/NOTIFY wake-ups across stores, the LISTEN connection's reconnect after the server
+// drops it, and the pool's own type parsers. Skipped on the SQLite run.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { openPostgres } from '../../src/storage/dialects/postgres.ts';
+import { migrateToLatest } from '../../src/storage/migrate.ts';
+import { openStore, type Store } from '../../src/storage/store.ts';
+import { onlyOn, openTestStore, type TestStore } from '../helpers/databases.ts';
+import { ADMIN_URL, createFreshPostgresDatabase, dropPostgresDatabase } from '../helpers/postgres.ts';
+
+const skip = onlyOn('postgres');
+
+/** Resolves when check() is true; fails after timeoutMs (a bound, not a speed assertion). */
+async function eventually(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function adminQuery<T extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: ADMIN_URL });
+  await client.connect();
+  try {
+    return (await client.query<T>(text, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+describe('PostgreSQL dialect', { skip }, () => {
+  let t: TestStore;
+  before(async () => {
+    t = await openTestStore();
+  });
+  after(() => t?.close());
+
+  it('concurrent migrations from many processes apply each migration exactly once', async () => {
+    const url = await createFreshPostgresDatabase();
+    const stores: Store[] = [];
+    try {
+      for (let i = 0; i < 5; i++) stores.push(await openStore({ databaseUrl: url, data: '/nonexistent', dbPoolSize: 2 }));
+      const applied = await Promise.all(stores.map((s) => migrateToLatest(s.dialect)));
+      const all = applied.flat();
+      assert.ok(all.includes('001-core'), `001-core applied: ${JSON.stringify(applied)}`);
+      assert.equal(new Set(all).size, all.length, `a migration applied twice: ${JSON.stringify(applied)}`);
+      const rows = await stores[0].db
+        .selectFrom('posthorn_migrations' as never)
+        .select('name' as never)
+        .execute();
+      assert.equal(rows.length, all.length);
+      assert.deepEqual(await migrateToLatest(stores[1].dialect), []);
+    } finally {
+      for (const s of stores) await s.close();
+      await dropPostgresDatabase(url);
+    }
+  });
+
+  it('a wake() in one store reaches a listener of another store (another process) through NOTIFY', async () => {
+    const other = await t.openAnother();
+    let woken = 0;
+    const unlisten = await other.onWake('transmissions', () => woken++);
+    try {
+      t.store.wake('transmissions');
+      await eventually(() => woken === 1, 'the NOTIFY to arrive');
+      t.store.wake('events'); // another channel: not delivered to this listener
+      t.store.wake('transmissions');
+      await eventually(() => woken === 2, 'the second NOTIFY');
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(woken, 2);
+    } finally {
+      await unlisten();
+    }
+    t.store.wake('transmissions');
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(woken, 2, 'no wake-up after unlisten');
+  });
+
+  it('the LISTEN connection comes back after the server terminates it, and wakes its listeners once', async () => {
+    const other = await t.openAnother();
+    const database = new URL(t.url).pathname.slice(1);
+    let woken = 0;
+    const unlisten = await other.onWake('mailboxes', () => woken++);
+    try {
+      const listeners = () =>
+        adminQuery<{ pid: number }>(
+          `select pid from pg_stat_activity where datname = $1 and application_name = 'posthorn' and query ilike 'LISTEN%'`,
+          [database],
+        );
+      await eventually(async () => (await listeners()).length >= 1, 'a LISTEN connection');
+      const killed = await listeners();
+      for (const { pid } of killed) await adminQuery('select pg_terminate_backend($1)', [pid]);
+      // Missed notifications are unknown, so the restored connection wakes every listener once.
+      await eventually(() => woken >= 1, 'the wake-up that follows the reconnect');
+      const fresh = await listeners();
+      assert.ok(fresh.length >= 1 && fresh.every((r) => !killed.some((k) => k.pid === r.pid)), 'a new LISTEN connection');
+      const before = woken;
+      t.store.wake('mailboxes');
+      await eventually(() => woken === before + 1, 'a NOTIFY over the restored connection');
+    } finally {
+      await unlisten();
+    }
+  });
+
+  it('int8 and numeric are numbers on its own pool only; the global pg parsers are untouched', async () => {
+    const plain = new pg.Pool({ connectionString: t.url, max: 1 });
+    try {
+      const { rows } = await plain.query('select 5::int8 as v');
+      assert.equal(rows[0].v, '5', 'a plain pg pool still reads int8 as a string');
+    } finally {
+      await plain.end();
+    }
+    assert.equal(pg.types.getTypeParser(20, 'text')('7'), '7');
+    const read = await sql<{ ms: number; n: number; avg: number }>`select 1800000000123::int8 as ms, 7::numeric as n, avg(x) as avg from (values (1), (2)) v(x)`.execute(t.store.db);
+    assert.deepEqual(read.rows[0], { ms: 1_800_000_000_123, n: 7, avg: 1.5 });
+    await assert.rejects(sql`select 9007199254740993::int8 as too_big`.execute(t.store.db), /does not fit a JS number/);
+  });
+
+  it('refuses to start against an unreachable server with a clear error that hides the password', async () => {
+    await assert.rejects(
+      openPostgres('postgres://posthorn:hunter2@127.0.0.1:1/nowhere', { poolSize: 1, connectionTimeoutMs: 2000 }),
+      (error: Error) => {
+        assert.match(error.message, /cannot connect to PostgreSQL/);
+        assert.doesNotMatch(error.message, /hunter2/);
+        return true;
+      },
+    );
+  });
+});
