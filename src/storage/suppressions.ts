@@ -1,11 +1,28 @@
-// The suppression list (issue 3, "Bounces and suppression"). STUB signatures: owned by the
-// bounces/domains engineer, who implements them; delivery calls them.
+// The suppression list (issue 3, "Bounces and suppression"). Delivery calls findActiveSuppression
+// before sending and recordBounce with each hard or soft failure; the API adds and removes entries.
+// Rules (docs/domains-and-bounces.md): a hard bounce makes the address `rejected`/`hard_bounce`
+// until removed; SOFT_BOUNCE_THRESHOLD soft failures within SOFT_BOUNCE_WINDOW_MS make it
+// `warning`/`soft_bounce` with blocked_until = now + SOFT_BOUNCE_BLOCK_MS; a hard bounce upgrades
+// a warning. Every address is stored and looked up in normalizeAddress form.
+//
+// For the reports engineer (get_suppression_list): listSuppressions(db, projectId) returns the
+// rows in insertion order; present blocked_until with formatIsoTime.
+import { sql } from 'kysely';
+import { normalizeAddress, SOFT_BOUNCE_BLOCK_MS, SOFT_BOUNCE_THRESHOLD, SOFT_BOUNCE_WINDOW_MS } from '../domain/suppression-policy.ts';
 import type { Tx } from './store.ts';
 import type { Suppression } from './schema.ts';
 
+export { normalizeAddress };
+
 /** An entry that blocks sending to `address` now: `rejected`, or `warning` with blocked_until > now. */
-export async function findActiveSuppression(_db: Tx, _projectId: number, _address: string, _now: number): Promise<Suppression | undefined> {
-  return undefined;
+export async function findActiveSuppression(db: Tx, projectId: number, address: string, now: number): Promise<Suppression | undefined> {
+  return db
+    .selectFrom('suppressions')
+    .selectAll()
+    .where('project_id', '=', projectId)
+    .where('address', '=', normalizeAddress(address))
+    .where((eb) => eb.or([eb('status', '=', 'rejected'), eb.and([eb('status', '=', 'warning'), eb('blocked_until', '>', now)])]))
+    .executeTakeFirst();
 }
 
 export interface BounceRecord {
@@ -15,7 +32,172 @@ export interface BounceRecord {
   kind: 'hard' | 'soft';
   message: string;
   now: number;
+  /**
+   * Optional: the transmission the failure is about. Consecutive soft failures of the SAME
+   * transmission (its retries) count once, so one slow message cannot suppress an address alone.
+   */
+  transmissionId?: number;
 }
 
 /** Records a hard or soft bounce against the address (inside the caller's transaction). */
-export async function recordBounce(_trx: Tx, _bounce: BounceRecord): Promise<void> {}
+export async function recordBounce(trx: Tx, bounce: BounceRecord): Promise<void> {
+  const address = normalizeAddress(bounce.address);
+  const message = bounce.message.slice(0, 1000);
+  if (bounce.kind === 'hard') {
+    await trx
+      .insertInto('suppressions')
+      .values({
+        project_id: bounce.projectId,
+        address,
+        status: 'rejected',
+        suppression_state: 'hard_bounce',
+        blocked_until: null,
+        message,
+        soft_failures: 0,
+        created_at: bounce.now,
+        updated_at: bounce.now,
+      })
+      .onConflict((oc) =>
+        oc.columns(['project_id', 'address']).doUpdateSet({ status: 'rejected', suppression_state: 'hard_bounce', blocked_until: null, message, updated_at: bounce.now }),
+      )
+      .execute();
+    await clearSoftBounces(trx, bounce.projectId, address);
+    return;
+  }
+  await recordSoftBounce(trx, { ...bounce, address, message });
+}
+
+async function recordSoftBounce(trx: Tx, bounce: BounceRecord): Promise<void> {
+  const existing = await trx
+    .selectFrom('suppressions')
+    .select(['status'])
+    .where('project_id', '=', bounce.projectId)
+    .where('address', '=', bounce.address)
+    .executeTakeFirst();
+  // Already permanently suppressed: a soft failure adds nothing.
+  if (existing?.status === 'rejected') return;
+
+  const stale = bounce.now - SOFT_BOUNCE_WINDOW_MS;
+  const tid = bounce.transmissionId ?? null;
+  // One statement, so concurrent failures of one address (PostgreSQL) never lose a count.
+  const counted = await trx
+    .insertInto('soft_bounces')
+    .values({
+      project_id: bounce.projectId,
+      address: bounce.address,
+      failures: 1,
+      first_failure_at: bounce.now,
+      last_failure_at: bounce.now,
+      last_transmission_id: tid,
+    })
+    .onConflict((oc) =>
+      oc.columns(['project_id', 'address']).doUpdateSet({
+        failures:
+          tid === null
+            ? sql<number>`case when soft_bounces.first_failure_at <= ${stale} then 1 else soft_bounces.failures + 1 end`
+            : sql<number>`case
+                when soft_bounces.first_failure_at <= ${stale} then 1
+                when soft_bounces.last_transmission_id = ${tid} then soft_bounces.failures
+                else soft_bounces.failures + 1 end`,
+        first_failure_at: sql<number>`case when soft_bounces.first_failure_at <= ${stale} then ${bounce.now} else soft_bounces.first_failure_at end`,
+        last_failure_at: bounce.now,
+        last_transmission_id: tid,
+      }),
+    )
+    .returning(['failures'])
+    .executeTakeFirstOrThrow();
+  if (counted.failures < SOFT_BOUNCE_THRESHOLD) return;
+
+  const blockedUntil = bounce.now + SOFT_BOUNCE_BLOCK_MS;
+  await trx
+    .insertInto('suppressions')
+    .values({
+      project_id: bounce.projectId,
+      address: bounce.address,
+      status: 'warning',
+      suppression_state: 'soft_bounce',
+      blocked_until: blockedUntil,
+      message: bounce.message,
+      soft_failures: counted.failures,
+      created_at: bounce.now,
+      updated_at: bounce.now,
+    })
+    .onConflict((oc) =>
+      oc
+        .columns(['project_id', 'address'])
+        .doUpdateSet({
+          blocked_until: blockedUntil,
+          message: bounce.message,
+          soft_failures: sql<number>`suppressions.soft_failures + ${counted.failures}`,
+          updated_at: bounce.now,
+        })
+        .where('suppressions.status', '=', 'warning'),
+    )
+    .execute();
+  // The count starts again: another THRESHOLD failures after the block renew it.
+  await clearSoftBounces(trx, bounce.projectId, bounce.address);
+}
+
+/** Forgets the soft failures counted for an address (after a delivery succeeds, or a removal). */
+export async function clearSoftBounces(trx: Tx, projectId: number, address: string): Promise<void> {
+  await trx.deleteFrom('soft_bounces').where('project_id', '=', projectId).where('address', '=', normalizeAddress(address)).execute();
+}
+
+/** The project's whole list, oldest first (get_suppression_list). */
+export async function listSuppressions(db: Tx, projectId: number): Promise<Suppression[]> {
+  return db.selectFrom('suppressions').selectAll().where('project_id', '=', projectId).orderBy('id').execute();
+}
+
+export async function findSuppressions(db: Tx, projectId: number, addresses: readonly string[]): Promise<Suppression[]> {
+  if (addresses.length === 0) return [];
+  return db
+    .selectFrom('suppressions')
+    .selectAll()
+    .where('project_id', '=', projectId)
+    .where('address', 'in', addresses.map(normalizeAddress))
+    .orderBy('id')
+    .execute();
+}
+
+/**
+ * Puts addresses on the list by hand (`rejected`, `manual`). An address already `rejected` keeps
+ * its entry (a hard bounce stays a hard bounce); a `warning` becomes a permanent manual entry.
+ */
+export async function addManualSuppressions(trx: Tx, projectId: number, addresses: readonly string[], message: string | null, now: number): Promise<void> {
+  for (const address of addresses) {
+    await trx
+      .insertInto('suppressions')
+      .values({
+        project_id: projectId,
+        address: normalizeAddress(address),
+        status: 'rejected',
+        suppression_state: 'manual',
+        blocked_until: null,
+        message,
+        soft_failures: 0,
+        created_at: now,
+        updated_at: now,
+      })
+      .onConflict((oc) =>
+        oc
+          .columns(['project_id', 'address'])
+          .doUpdateSet({ status: 'rejected', suppression_state: 'manual', blocked_until: null, message, updated_at: now })
+          .where('suppressions.status', '<>', 'rejected'),
+      )
+      .execute();
+  }
+}
+
+/** Removes entries (and their soft-failure counts); returns the normalized addresses removed. */
+export async function removeSuppressions(trx: Tx, projectId: number, addresses: readonly string[]): Promise<string[]> {
+  if (addresses.length === 0) return [];
+  const normalized = addresses.map(normalizeAddress);
+  const removed = await trx
+    .deleteFrom('suppressions')
+    .where('project_id', '=', projectId)
+    .where('address', 'in', normalized)
+    .returning(['address'])
+    .execute();
+  await trx.deleteFrom('soft_bounces').where('project_id', '=', projectId).where('address', 'in', normalized).execute();
+  return removed.map((r) => r.address);
+}

@@ -1,0 +1,26 @@
+// When bounces put an address on a project's suppression list (docs/domains-and-bounces.md,
+// "Suppression rules"). Pure: the numbers and the address normal form.
+
+/** Soft failures within SOFT_BOUNCE_WINDOW_MS that put an address on the list as `warning`. */
+export const SOFT_BOUNCE_THRESHOLD = 3;
+/** The counting window: a soft failure older than this starts the count again. */
+export const SOFT_BOUNCE_WINDOW_MS = 72 * 3_600_000;
+/** How long a `warning` blocks sending (blocked_until = the failure that reached the threshold + this). */
+export const SOFT_BOUNCE_BLOCK_MS = 24 * 3_600_000;
+
+/**
+ * The form addresses are stored and compared in: trimmed, angle brackets removed, the domain
+ * lower-cased (domains are case-insensitive; local parts, strictly, are not, so they are kept).
+ */
+export function normalizeAddress(address: string): string {
+  const bare = address.trim().replace(/^<(.*)>$/, '$1').trim();
+  const at = bare.lastIndexOf('@');
+  if (at < 0) return bare;
+  return `${bare.slice(0, at)}@${bare.slice(at + 1).toLowerCase().replace(/\.$/, '')}`;
+}
+
+/** A plausible mailbox address (local@domain.tld, no spaces or brackets): for manual entries. */
+export function isPlausibleAddress(address: string): boolean {
+  if (address.length > 320) return false;
+  return /^[^\s@<>()",;:\\[\]]+@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$/i.test(address);
+}

@@ -1,0 +1,100 @@
+// A bounce that arrived by mail (issue 3): the SMTP edge (src/smtp/) hands over the raw message and
+// the transmissions its VERP recipients name; this reads the report and records what it means.
+//
+//   1. read the mail: the message/delivery-status part if any (RFC 3464), else text heuristics
+//   2. for each named transmission, in ONE transaction:
+//        failed  -> transmission `failed` (even if `completed`: the receiving MX accepted, then
+//                   bounced, so it was not delivered), the address suppressed (hard) or counted
+//                   (soft), a `bounced` event
+//        delayed -> a soft failure counted against the address; the transmission is unchanged
+//        ignore  -> nothing
+// A transmission already `failed` keeps its first result and gets no second event (a duplicate or
+// late report), but the suppression is still applied.
+import { simpleParser, type ParsedMail } from 'mailparser';
+import { bounceFromText, classifyDeliveryStatus, parseDeliveryStatus, type BounceVerdict } from '../domain/dsn.ts';
+import { failTransmissionByBounce, findBounceTarget } from '../storage/bounces.ts';
+import { recordEvent } from '../storage/events.ts';
+import type { Tx } from '../storage/store.ts';
+import { recordBounce } from '../storage/suppressions.ts';
+import type { Services } from './context.ts';
+
+export interface IncomingBounce {
+  /** transmissions named by the verified VERP recipients of the mail */
+  transmissionIds: readonly number[];
+  raw: Buffer;
+}
+
+export interface BounceOutcome {
+  transmissionId: number;
+  /** what was done: failed (transmission failed now), suppressed (already failed: suppression only), counted (soft), ignored, unknown */
+  action: 'failed' | 'suppressed' | 'counted' | 'ignored' | 'unknown';
+  verdict: BounceVerdict;
+}
+
+/** Reads a bounce mail into a verdict (no I/O). */
+export async function readBounceMail(raw: Buffer): Promise<BounceVerdict> {
+  const mail: ParsedMail = await simpleParser(raw, { keepDeliveryStatus: true, skipHtmlToText: false, skipImageLinks: true, skipTextLinks: true });
+  const report = mail.attachments.find((a) => /^message\/(global-)?delivery-status$/i.test(a.contentType));
+  if (report) {
+    const verdict = classifyDeliveryStatus(parseDeliveryStatus(report.content.toString('utf8')));
+    // A report part with no usable recipient group falls through to the heuristics.
+    if (verdict.outcome !== 'ignore' || !/nothing/.test(verdict.resultMessage)) return verdict;
+  }
+  const autoSubmitted = mail.headers.get('auto-submitted');
+  return bounceFromText({
+    subject: mail.subject ?? '',
+    from: mail.from?.text ?? '',
+    autoSubmitted: typeof autoSubmitted === 'string' ? autoSubmitted : null,
+    text: mail.text ?? '',
+  });
+}
+
+export async function processBounceMail(services: Services, input: IncomingBounce): Promise<BounceOutcome[]> {
+  const verdict = await readBounceMail(input.raw);
+  const ids = [...new Set(input.transmissionIds)];
+  if (verdict.outcome === 'ignore') return ids.map((transmissionId) => ({ transmissionId, action: 'ignored', verdict }));
+  const now = services.clock.now();
+  const outcomes = await services.store.write(async (trx) => {
+    const out: BounceOutcome[] = [];
+    for (const transmissionId of ids) out.push({ transmissionId, action: await applyVerdict(trx, transmissionId, verdict, now), verdict });
+    return out;
+  });
+  for (const o of outcomes) {
+    services.log.info({ transmissionId: o.transmissionId, action: o.action, resultCode: verdict.resultCode, source: verdict.source }, 'bounce processed');
+  }
+  return outcomes;
+}
+
+async function applyVerdict(trx: Tx, transmissionId: number, verdict: BounceVerdict, now: number): Promise<BounceOutcome['action']> {
+  const t = await findBounceTarget(trx, transmissionId);
+  if (!t) return 'unknown';
+
+  const bounce = { projectId: t.project_id, address: t.recipient, message: verdict.resultMessage, now, transmissionId };
+  if (verdict.outcome === 'delayed') {
+    await recordBounce(trx, { ...bounce, kind: 'soft' });
+    return 'counted';
+  }
+  await recordBounce(trx, { ...bounce, kind: verdict.severity });
+  if (t.status === 'failed') return 'suppressed';
+
+  await failTransmissionByBounce(trx, t.id, { code: verdict.resultCode, message: verdict.resultMessage, now });
+  await recordEvent(trx, {
+    accountId: t.account_id,
+    projectId: t.project_id,
+    type: 'bounced',
+    payload: {
+      transmission_id: t.id,
+      message_id: t.message_id,
+      message_uid: t.message_uid,
+      recipient: t.recipient,
+      previous_status: t.status,
+      status: 'failed',
+      result_code: verdict.resultCode,
+      result_message: verdict.resultMessage,
+      bounce_type: verdict.severity,
+      source: verdict.source,
+    },
+    now,
+  });
+  return 'failed';
+}
