@@ -63,6 +63,15 @@ describe('project methods', () => {
     assert.equal(numeric.body.data.project.uid, '77');
   });
 
+  it('concurrent creates with one uid: exactly one wins, the others are 400', async () => {
+    const replies = await Promise.all(Array.from({ length: 6 }, (_, i) => call('create_project', { name: `Race ${i}`, uid: 'race' }, i % 2 ? '1.0' : '1.1')));
+    assert.deepEqual(replies.map((r) => r.status).sort(), [200, 400, 400, 400, 400, 400]);
+    const rows = await t.app.services.store.db.selectFrom('projects').select('id').where('account_id', '=', seed.accountId).where('uid', '=', 'race').execute();
+    assert.equal(rows.length, 1);
+    const keys = await t.app.services.store.db.selectFrom('api_keys').select('id').where('project_id', '=', rows[0].id).execute();
+    assert.equal(keys.length, 1, 'the losers left no key behind');
+  });
+
   it('create_project refuses a missing name (400) and wrong types (406 naming the field)', async () => {
     for (const args of [{}, { name: null }, { name: '  ' }, undefined]) {
       const r = await call('create_project', args);
