@@ -1,6 +1,8 @@
 // The one outbound HTTP path (issue 6): a request row written in the caller's transaction, then
-// claimed, posted, retried and recorded by the dispatcher. STUB signatures: owned by the
-// webhooks engineer; the inbound-mailbox postbacks use them too.
+// claimed, posted, retried and recorded by the dispatcher (webhooks/dispatcher.ts). Webhook fan-out
+// and mailbox postbacks both enqueue here. After the transaction commits, the producer calls
+// store.wake('events') so the dispatcher picks the row up at once (it also polls).
+import { findOutboundStates, insertOutbound } from '../storage/outbound.ts';
 import type { Tx } from '../storage/store.ts';
 
 export interface NewOutboundRequest {
@@ -18,10 +20,27 @@ export interface NewOutboundRequest {
 
 export type OutboundState = 'pending' | 'delivered' | 'failed';
 
-export async function enqueueOutbound(_trx: Tx, _request: NewOutboundRequest, _now: number): Promise<number> {
-  throw new Error('outbound requests are not built yet');
+export async function enqueueOutbound(trx: Tx, request: NewOutboundRequest, now: number): Promise<number> {
+  return insertOutbound(trx, {
+    account_id: request.accountId,
+    project_id: request.projectId,
+    kind: request.kind,
+    webhook_id: null,
+    event_id: null,
+    event_type: null,
+    url: request.url,
+    headers: JSON.stringify(request.headers),
+    ref: request.ref,
+    state: 'pending',
+    attempts: 0,
+    next_attempt_at: now,
+    created_at: now,
+    updated_at: now,
+    body: request.body,
+  });
 }
 
-export async function outboundStates(_db: Tx, _ids: readonly number[]): Promise<Map<number, OutboundState>> {
-  return new Map();
+export async function outboundStates(db: Tx, ids: readonly number[]): Promise<Map<number, OutboundState>> {
+  const rows = await findOutboundStates(db, ids);
+  return new Map(rows.map((r) => [r.id, r.state as OutboundState]));
 }

@@ -1,3 +1,167 @@
+// Account-key methods of delivery webhooks (issue 6): endpoints, their secrets, and the record of
+// deliveries (pending, delivered, failed) with every attempt. Secrets appear only in the answers of
+// create_webhook and rotate_webhook_secret.
+import type { Args } from '../../domain/args.ts';
+import { formatIsoTime } from '../../domain/time.ts';
+import {
+  createWebhook,
+  deleteWebhook,
+  listDeliveries,
+  listWebhooks,
+  retryDeliveries,
+  rotateWebhookSecret,
+  updateWebhook,
+  WEBHOOK_EVENTS,
+  WEBHOOK_LIMITS,
+  type DeliveryView,
+  type WebhookEvent,
+  type WebhookView,
+} from '../../operations/webhooks.ts';
 import { defineMethods } from './types.ts';
 
-export const webhooksMethods = defineMethods([]);
+function presentWebhook(view: WebhookView) {
+  const { webhook } = view;
+  return {
+    uid: webhook.uid,
+    url: webhook.url,
+    events: JSON.parse(webhook.events) as string[],
+    project_uid: view.projectUid,
+    status: webhook.status,
+    created_at: formatIsoTime(webhook.created_at),
+    updated_at: formatIsoTime(webhook.updated_at),
+  };
+}
+
+function presentDelivery(view: DeliveryView) {
+  const r = view.request;
+  return {
+    id: r.id,
+    kind: r.kind,
+    webhook_uid: view.webhookUid,
+    event: r.event_type,
+    event_id: r.event_id === null ? null : `evt_${r.event_id}`,
+    url: r.url,
+    status: r.state,
+    attempts: r.attempts,
+    last_status_code: r.last_status_code,
+    last_error: r.last_error,
+    created_at: formatIsoTime(r.created_at),
+    next_attempt_at: r.state === 'pending' ? formatIsoTime(r.next_attempt_at) : null,
+    delivered_at: formatIsoTime(r.delivered_at),
+    failed_at: formatIsoTime(r.failed_at),
+    attempt_log: view.attempts.map((a) => ({
+      started_at: formatIsoTime(a.started_at),
+      duration_ms: a.duration_ms,
+      status_code: a.status_code,
+      error: a.error,
+    })),
+  };
+}
+
+/** `events`: an array of event names or a comma-separated string (the Ruby CLI sends strings). */
+function readEvents(args: Args): WebhookEvent[] | undefined {
+  const raw = args.value('events');
+  if (raw === undefined) return undefined;
+  const list = typeof raw === 'string' ? raw.split(',').map((s) => s.trim()).filter(Boolean) : Array.isArray(raw) ? raw : null;
+  if (list === null) throw args.invalid('events', 'must be an array of event names');
+  if (list.length === 0) throw args.invalid('events', `must name at least one of ${WEBHOOK_EVENTS.join(', ')}`);
+  const out: WebhookEvent[] = [];
+  for (const item of list) {
+    if (typeof item !== 'string' || !(WEBHOOK_EVENTS as readonly string[]).includes(item)) {
+      throw args.invalid('events', `may only contain ${WEBHOOK_EVENTS.join(', ')}; got ${JSON.stringify(item)}`);
+    }
+    if (!out.includes(item as WebhookEvent)) out.push(item as WebhookEvent);
+  }
+  return out;
+}
+
+function readUid(args: Args): string {
+  const uid = args.string('uid', { required: true });
+  if (uid.length > WEBHOOK_LIMITS.uidChars) throw args.invalid('uid', `must be at most ${WEBHOOK_LIMITS.uidChars} characters long`);
+  return uid;
+}
+
+export const webhooksMethods = defineMethods([
+  {
+    name: 'create_webhook',
+    key: 'account',
+    summary: 'Adds a webhook endpoint (url, events, optional project_uid); returns its signing secret this once.',
+    async run({ services, caller, args }) {
+      const url = args.string('url', { required: true });
+      const events = readEvents(args);
+      const projectUid = args.string('project_uid');
+      const uid = args.string('uid');
+      const created = await createWebhook(services, caller.account, { uid, url, events, projectUid: projectUid === '' ? undefined : projectUid });
+      return { data: { webhook: { ...presentWebhook(created), secret: created.secret } } };
+    },
+  },
+  {
+    name: 'list_webhooks',
+    key: 'account',
+    summary: "The account's webhook endpoints (without their secrets).",
+    async run({ services, caller }) {
+      const views = await listWebhooks(services, caller.account);
+      return { data: { webhooks: views.map(presentWebhook) } };
+    },
+  },
+  {
+    name: 'update_webhook',
+    key: 'account',
+    summary: 'Changes a webhook endpoint: url, events, project_uid (null: all projects), status (active | disabled).',
+    async run({ services, caller, args }) {
+      const uid = readUid(args);
+      const url = args.string('url');
+      const events = readEvents(args);
+      const status = args.oneOf('status', ['active', 'disabled'] as const);
+      const projectUid = 'project_uid' in args.raw ? (args.string('project_uid') ?? null) : undefined;
+      const view = await updateWebhook(services, caller.account, uid, { url, events, status, projectUid: projectUid === '' ? null : projectUid });
+      return { data: { webhook: presentWebhook(view) } };
+    },
+  },
+  {
+    name: 'delete_webhook',
+    key: 'account',
+    summary: 'Removes a webhook endpoint.',
+    async run({ services, caller, args }) {
+      const view = await deleteWebhook(services, caller.account, readUid(args));
+      return { data: { webhook: presentWebhook(view) } };
+    },
+  },
+  {
+    name: 'rotate_webhook_secret',
+    key: 'account',
+    summary: "Replaces a webhook endpoint's signing secret; returns the new one this once.",
+    async run({ services, caller, args }) {
+      const rotated = await rotateWebhookSecret(services, caller.account, readUid(args));
+      return { data: { webhook: { ...presentWebhook(rotated), secret: rotated.secret } } };
+    },
+  },
+  {
+    name: 'list_webhook_deliveries',
+    key: 'account',
+    summary: 'Webhook requests and mailbox postbacks, newest first, with every attempt; filter by webhook uid, kind, status.',
+    async run({ services, caller, args }) {
+      const webhookUid = args.string('webhook_uid');
+      const kind = args.oneOf('kind', ['webhook', 'postback'] as const);
+      const status = args.oneOf('status', ['pending', 'delivered', 'failed'] as const);
+      const beforeId = args.int('before_id', { min: 1 });
+      const perPage = args.int('per_page', { min: 1, max: services.config.maxPerPage, default: 100 });
+      const views = await listDeliveries(services, caller.account, { webhookUid, kind, status, beforeId, limit: perPage });
+      return { data: { deliveries: views.map(presentDelivery) } };
+    },
+  },
+  {
+    name: 'retry_webhook_deliveries',
+    key: 'account',
+    summary: 'Puts failed deliveries (ids from list_webhook_deliveries) back in the queue for another day of retries.',
+    async run({ services, caller, args }) {
+      const raw = args.array('ids');
+      if (raw === undefined) throw args.invalid('ids', 'is required: an array of delivery ids');
+      if (raw.length > 1000) throw args.invalid('ids', 'may hold at most 1000 ids');
+      const ids = raw.map((v) => (typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : NaN));
+      if (ids.some((n) => !Number.isSafeInteger(n) || n < 1)) throw args.invalid('ids', 'must hold positive whole numbers');
+      const requeued = await retryDeliveries(services, caller.account, ids);
+      return { data: { requeued } };
+    },
+  },
+]);

@@ -1,0 +1,152 @@
+// The outbound request queue (webhooks and postbacks) and its attempts. A request is claimed with
+// one UPDATE ... RETURNING that sets the lease: while claimed, next_attempt_at is the lease expiry,
+// so a crashed dispatcher's rows simply become due again. Finishes are guarded by the lease.
+import { sql } from 'kysely';
+import type { OutboundAttempt, OutboundRequest, OutboundRequestsTable } from './outbound-schema.ts';
+import type { Insertable } from 'kysely';
+import type { Tx } from './store.ts';
+
+export type NewOutboundRow = Omit<Insertable<OutboundRequestsTable>, 'id'>;
+
+export async function insertOutbound(db: Tx, row: NewOutboundRow): Promise<number> {
+  const inserted = await db.insertInto('outbound_requests').values(row).returning('id').executeTakeFirstOrThrow();
+  return Number(inserted.id);
+}
+
+export async function insertOutboundMany(db: Tx, rows: NewOutboundRow[]): Promise<void> {
+  // Bounded chunks keep each statement under SQLite's bound-parameter limit.
+  for (let i = 0; i < rows.length; i += 200) {
+    await db.insertInto('outbound_requests').values(rows.slice(i, i + 200)).execute();
+  }
+}
+
+/** Claims up to `limit` due pending requests for `worker` until `leaseUntil`. */
+export async function claimDueOutbound(
+  db: Tx,
+  opts: { worker: string; now: number; leaseUntil: number; limit: number; skipLocked: boolean },
+): Promise<OutboundRequest[]> {
+  let due = db
+    .selectFrom('outbound_requests')
+    .select('id')
+    .where('state', '=', 'pending')
+    .where('next_attempt_at', '<=', opts.now)
+    .orderBy('next_attempt_at')
+    .orderBy('id')
+    .limit(opts.limit);
+  if (opts.skipLocked) due = due.forUpdate().skipLocked();
+  const rows = await db
+    .updateTable('outbound_requests')
+    .set({
+      locked_by: opts.worker,
+      locked_until: opts.leaseUntil,
+      next_attempt_at: opts.leaseUntil,
+      attempts: sql`attempts + 1`,
+      updated_at: opts.now,
+    })
+    .where('id', 'in', due)
+    .where('state', '=', 'pending')
+    .returningAll()
+    .execute();
+  return rows.map(normalise);
+}
+
+export interface OutboundFinish {
+  id: number;
+  worker: string;
+  now: number;
+  state: 'pending' | 'delivered' | 'failed';
+  nextAttemptAt: number;
+  statusCode: number | null;
+  error: string | null;
+}
+
+/** Records the outcome under the lease; false when the lease was lost (another worker has it). */
+export async function finishOutbound(db: Tx, f: OutboundFinish): Promise<boolean> {
+  const result = await db
+    .updateTable('outbound_requests')
+    .set({
+      state: f.state,
+      next_attempt_at: f.nextAttemptAt,
+      locked_by: null,
+      locked_until: null,
+      last_status_code: f.statusCode,
+      last_error: f.error,
+      updated_at: f.now,
+      ...(f.state === 'delivered' ? { delivered_at: f.now } : {}),
+      ...(f.state === 'failed' ? { failed_at: f.now } : {}),
+    })
+    .where('id', '=', f.id)
+    .where('locked_by', '=', f.worker)
+    .where('state', '=', 'pending')
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+export async function insertOutboundAttempt(db: Tx, row: Omit<OutboundAttempt, 'id'>): Promise<void> {
+  await db.insertInto('outbound_attempts').values(row).execute();
+}
+
+export async function findOutboundStates(db: Tx, ids: readonly number[]): Promise<Array<{ id: number; state: string }>> {
+  const out: Array<{ id: number; state: string }> = [];
+  for (let i = 0; i < ids.length; i += 500) {
+    const rows = await db.selectFrom('outbound_requests').select(['id', 'state']).where('id', 'in', ids.slice(i, i + 500)).execute();
+    for (const r of rows) out.push({ id: Number(r.id), state: r.state });
+  }
+  return out;
+}
+
+export interface OutboundListing {
+  accountId: number;
+  webhookId?: number;
+  kind?: string;
+  state?: string;
+  /** rows with id below this (paging backwards from the newest) */
+  beforeId?: number;
+  limit: number;
+}
+
+export async function listOutbound(db: Tx, q: OutboundListing): Promise<OutboundRequest[]> {
+  let query = db.selectFrom('outbound_requests').selectAll().where('account_id', '=', q.accountId);
+  if (q.webhookId !== undefined) query = query.where('webhook_id', '=', q.webhookId);
+  if (q.kind !== undefined) query = query.where('kind', '=', q.kind);
+  if (q.state !== undefined) query = query.where('state', '=', q.state);
+  if (q.beforeId !== undefined) query = query.where('id', '<', q.beforeId);
+  const rows = await query.orderBy('id', 'desc').limit(q.limit).execute();
+  return rows.map(normalise);
+}
+
+export async function listOutboundAttempts(db: Tx, requestIds: readonly number[]): Promise<OutboundAttempt[]> {
+  if (requestIds.length === 0) return [];
+  const rows = await db.selectFrom('outbound_attempts').selectAll().where('request_id', 'in', requestIds).orderBy('id').execute();
+  return rows.map((r) => ({ ...r, id: Number(r.id), request_id: Number(r.request_id), started_at: Number(r.started_at) }));
+}
+
+/** Puts failed requests back in the queue (an operator's or user's "retry now"). */
+export async function requeueFailedOutbound(db: Tx, accountId: number, ids: readonly number[], now: number): Promise<number> {
+  if (ids.length === 0) return 0;
+  const result = await db
+    .updateTable('outbound_requests')
+    .set({ state: 'pending', next_attempt_at: now, attempts: 0, created_at: now, failed_at: null, updated_at: now })
+    .where('account_id', '=', accountId)
+    .where('state', '=', 'failed')
+    .where('id', 'in', ids)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+// PostgreSQL's bigint columns come back as strings from pg unless parsed; make ids and times numbers.
+function normalise(r: OutboundRequest): OutboundRequest {
+  return {
+    ...r,
+    id: Number(r.id),
+    account_id: Number(r.account_id),
+    project_id: r.project_id === null ? null : Number(r.project_id),
+    webhook_id: r.webhook_id === null ? null : Number(r.webhook_id),
+    event_id: r.event_id === null ? null : Number(r.event_id),
+    next_attempt_at: Number(r.next_attempt_at),
+    created_at: Number(r.created_at),
+    updated_at: Number(r.updated_at),
+    delivered_at: r.delivered_at === null ? null : Number(r.delivered_at),
+    failed_at: r.failed_at === null ? null : Number(r.failed_at),
+  };
+}

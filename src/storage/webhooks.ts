@@ -1,0 +1,79 @@
+// Webhook endpoints, and the fan-out's claim on the events outbox.
+import type { Insertable, Updateable } from 'kysely';
+import type { Webhook, WebhooksTable } from './outbound-schema.ts';
+import type { Tx } from './store.ts';
+
+export async function insertWebhook(db: Tx, row: Omit<Insertable<WebhooksTable>, 'id'>): Promise<Webhook> {
+  return db.insertInto('webhooks').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export async function findWebhookByUid(db: Tx, accountId: number, uid: string): Promise<Webhook | undefined> {
+  return db.selectFrom('webhooks').selectAll().where('account_id', '=', accountId).where('uid', '=', uid).executeTakeFirst();
+}
+
+export async function findWebhookById(db: Tx, id: number): Promise<Webhook | undefined> {
+  return db.selectFrom('webhooks').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export async function listWebhooks(db: Tx, accountId: number): Promise<Webhook[]> {
+  return db.selectFrom('webhooks').selectAll().where('account_id', '=', accountId).orderBy('id').execute();
+}
+
+export async function updateWebhook(
+  db: Tx,
+  id: number,
+  patch: Omit<Updateable<WebhooksTable>, 'id' | 'account_id' | 'uid' | 'created_at'> & { updated_at: number },
+): Promise<Webhook | undefined> {
+  return db.updateTable('webhooks').set(patch).where('id', '=', id).returningAll().executeTakeFirst();
+}
+
+export async function deleteWebhook(db: Tx, id: number): Promise<void> {
+  await db.deleteFrom('webhooks').where('id', '=', id).execute();
+}
+
+/** Active endpoints of the given accounts: the fan-out's routing table for one batch of events. */
+export async function listActiveWebhooksOf(db: Tx, accountIds: readonly number[]): Promise<Webhook[]> {
+  if (accountIds.length === 0) return [];
+  return db.selectFrom('webhooks').selectAll().where('account_id', 'in', accountIds).where('status', '=', 'active').execute();
+}
+
+export interface ClaimedEvent {
+  id: number;
+  account_id: number;
+  project_id: number | null;
+  type: string;
+  payload: string;
+  created_at: number;
+}
+
+/**
+ * Stamps up to `limit` not-yet-dispatched events (oldest first) and returns them: one statement, so
+ * with the outbound inserts in the same transaction an event is fanned out exactly once.
+ */
+export async function claimUndispatchedEvents(db: Tx, opts: { now: number; limit: number; skipLocked: boolean }): Promise<ClaimedEvent[]> {
+  let pending = db.selectFrom('events').select('id').where('dispatched_at', 'is', null).orderBy('id').limit(opts.limit);
+  if (opts.skipLocked) pending = pending.forUpdate().skipLocked();
+  const rows = await db
+    .updateTable('events')
+    .set({ dispatched_at: opts.now })
+    .where('id', 'in', pending)
+    .where('dispatched_at', 'is', null)
+    .returning(['id', 'account_id', 'project_id', 'type', 'payload', 'created_at'])
+    .execute();
+  return rows
+    .map((r) => ({
+      id: Number(r.id),
+      account_id: Number(r.account_id),
+      project_id: r.project_id === null ? null : Number(r.project_id),
+      type: r.type,
+      payload: r.payload,
+      created_at: Number(r.created_at),
+    }))
+    .sort((a, b) => a.id - b.id);
+}
+
+export async function findProjectUids(db: Tx, ids: readonly number[]): Promise<Map<number, string>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db.selectFrom('projects').select(['id', 'uid']).where('id', 'in', ids).execute();
+  return new Map(rows.map((r) => [Number(r.id), r.uid]));
+}

@@ -1,0 +1,259 @@
+// The outbound dispatcher: turns events into webhook requests (fan-out) and posts every due
+// outbound request (webhooks and postbacks) with a lease.
+//
+//   1. fan out:  claim undispatched events (one UPDATE ... RETURNING stamps them) and, in the same
+//                transaction, insert one request per matching endpoint. Never in delivery's
+//                transaction: delivery writes exactly one events row per outcome and nothing more.
+//   2. claim:    one UPDATE ... RETURNING sets the lease on due requests.
+//   3. post:     outside any transaction: URL policy (resolve, check, pin the address), sign, POST
+//                with a timeout, no redirects.
+//   4. finish:   under the lease: attempt row + delivered | pending (backoff) | failed.
+//
+// A crash between 2 and 4 loses nothing: the lease expires and the request is sent again with the
+// same X-Posthorn-Event-Id, which receivers de-duplicate on.
+import os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { BackgroundService } from '../background.ts';
+import type { Services } from '../operations/context.ts';
+import { claimDueOutbound, finishOutbound, insertOutboundAttempt, insertOutboundMany, type NewOutboundRow } from '../storage/outbound.ts';
+import type { OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
+import { claimUndispatchedEvents, findProjectUids, findWebhookById, listActiveWebhooksOf, type ClaimedEvent } from '../storage/webhooks.ts';
+import { postOnce, type PostOutcome } from './http-post.ts';
+import { nextOutboundAttemptAt } from './retry-schedule.ts';
+import { signWebhook } from './sign.ts';
+import { parseOutboundUrl, resolveOutboundAddress } from './url-policy.ts';
+
+/** Requests in flight per process. */
+const CONCURRENCY = 32;
+/** Events fanned out per transaction; a tick does at most FAN_OUT_ROUNDS of them. */
+const FAN_OUT_BATCH = 500;
+const FAN_OUT_ROUNDS = 20;
+const USER_AGENT = 'Posthorn-Webhooks/1';
+/** Keys of the webhook body that the event payload may not override. */
+const RESERVED = new Set(['event', 'event_id', 'project_uid', 'occurred_at']);
+
+export interface OutboundDispatcher extends BackgroundService {
+  /** Runs fan-out and dispatch until nothing is due and nothing is in flight (tests, CLI). */
+  drain(): Promise<void>;
+}
+
+export function createOutboundDispatcher(services: Services): OutboundDispatcher {
+  const { store, config, clock, log } = services;
+  const worker = `${os.hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  // The lease must outlast one request: its timeout plus the time to resolve and record.
+  const leaseMs = Math.max(config.webhookTimeoutMs * 3, 30_000);
+  const inFlight = new Set<Promise<void>>();
+  let stopped = false;
+  let running: Promise<void> | null = null;
+  let again = false;
+  let timer: NodeJS.Timeout | null = null;
+  let unsubscribe: (() => Promise<void>) | null = null;
+
+  function kick(): void {
+    if (stopped) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = (async () => {
+      try {
+        do {
+          again = false;
+          await fanOut();
+          await dispatchDue();
+        } while (again && !stopped);
+      } catch (error) {
+        log.error({ err: error }, 'webhook dispatcher tick failed');
+      } finally {
+        running = null;
+      }
+    })();
+  }
+
+  async function fanOut(): Promise<number> {
+    let total = 0;
+    for (let round = 0; round < FAN_OUT_ROUNDS && !stopped; round++) {
+      const now = clock.now();
+      const count = await store.write(async (trx) => {
+        const events = await claimUndispatchedEvents(trx, { now, limit: FAN_OUT_BATCH, skipLocked: store.dialect.skipLocked });
+        if (events.length === 0) return 0;
+        const accounts = [...new Set(events.map((e) => e.account_id))];
+        const hooks = await listActiveWebhooksOf(trx, accounts);
+        const projects = await findProjectUids(trx, [...new Set(events.map((e) => e.project_id).filter((p): p is number => p !== null))]);
+        const rows: NewOutboundRow[] = [];
+        for (const event of events) {
+          for (const hook of hooks) {
+            if (!endpointWants(hook, event)) continue;
+            rows.push(webhookRequestRow(hook, event, projects, now));
+          }
+        }
+        await insertOutboundMany(trx, rows);
+        return events.length;
+      });
+      total += count;
+      if (count < FAN_OUT_BATCH) break;
+    }
+    return total;
+  }
+
+  async function dispatchDue(): Promise<void> {
+    while (!stopped) {
+      const free = CONCURRENCY - inFlight.size;
+      if (free <= 0) return;
+      const now = clock.now();
+      const claimed = await store.write((trx) =>
+        claimDueOutbound(trx, { worker, now, leaseUntil: now + leaseMs, limit: free, skipLocked: store.dialect.skipLocked }),
+      );
+      for (const request of claimed) {
+        const job: Promise<void> = deliver(request)
+          .catch((error) => log.error({ err: error, request: request.id }, 'outbound request failed unexpectedly'))
+          .finally(() => {
+            inFlight.delete(job);
+            kick();
+          });
+        inFlight.add(job);
+      }
+      if (claimed.length < free) return;
+    }
+  }
+
+  async function deliver(request: OutboundRequest): Promise<void> {
+    const startedAt = clock.now();
+    const outcome = await attempt(request);
+    const now = clock.now();
+    let state: 'pending' | 'delivered' | 'failed' = 'delivered';
+    let nextAttemptAt = now;
+    if (!outcome.ok) {
+      const next = nextOutboundAttemptAt(request.attempts, request.created_at, now);
+      if (next === null) state = 'failed';
+      else {
+        state = 'pending';
+        nextAttemptAt = next;
+      }
+    }
+    const kept = await store.write(async (trx) => {
+      await insertOutboundAttempt(trx, {
+        request_id: request.id,
+        started_at: startedAt,
+        duration_ms: outcome.durationMs,
+        status_code: outcome.statusCode,
+        error: outcome.error,
+        worker,
+      });
+      return finishOutbound(trx, { id: request.id, worker, now, state, nextAttemptAt, statusCode: outcome.statusCode, error: outcome.error });
+    });
+    if (!kept) log.warn({ request: request.id }, 'outbound lease lost before the result was recorded; another worker retries it');
+    if (state !== 'delivered') log.info({ request: request.id, kind: request.kind, state, status: outcome.statusCode, error: outcome.error }, 'outbound request not delivered');
+    if (kept && request.kind === 'postback' && state !== 'pending') store.wake('mailboxes');
+  }
+
+  async function attempt(request: OutboundRequest): Promise<PostOutcome> {
+    const failed = (error: string): PostOutcome => ({ ok: false, statusCode: null, error, durationMs: 0 });
+    const parsed = parseOutboundUrl(request.url);
+    if (!parsed.ok) return failed(`URL ${parsed.reason}`);
+    const checked = await resolveOutboundAddress(parsed.url, { allowPrivate: config.allowPrivateWebhooks, dnsServers: config.dnsServers });
+    if (!checked.ok) return failed(`refused: ${checked.reason}`);
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'user-agent': USER_AGENT,
+      ...(JSON.parse(request.headers) as Record<string, string>),
+    };
+    if (request.kind === 'webhook') {
+      // Signed with the endpoint's current secret at every attempt, so a rotation applies to
+      // retries too and the timestamp is fresh.
+      const hook = request.webhook_id === null ? undefined : await findWebhookById(store.db, request.webhook_id);
+      if (!hook) return failed('the webhook endpoint was deleted');
+      const secret = services.secrets.open(hook.secret);
+      const timestamp = Math.floor(clock.now() / 1000);
+      headers['x-posthorn-timestamp'] = String(timestamp);
+      headers['x-posthorn-signature'] = signWebhook(secret, timestamp, request.body);
+    }
+    return postOnce({ url: parsed.url, address: checked.address, family: checked.family, headers, body: request.body, timeoutMs: config.webhookTimeoutMs });
+  }
+
+  return {
+    name: 'webhooks',
+    async start() {
+      unsubscribe = await store.onWake('events', kick);
+      timer = setInterval(kick, Math.max(50, config.pollMs));
+      timer.unref();
+      kick();
+    },
+    async stop() {
+      stopped = true;
+      if (timer) clearInterval(timer);
+      await unsubscribe?.();
+      await running;
+      // Requests in flight end within their timeout; let them record their outcome.
+      await Promise.allSettled([...inFlight]);
+    },
+    async drain() {
+      for (let i = 0; i < 1000 && !stopped; i++) {
+        await running;
+        await fanOut();
+        await dispatchDue();
+        if (inFlight.size === 0) {
+          // Nothing in flight after a dispatch pass: done unless the pass itself found work.
+          const now = clock.now();
+          const due = await store.db
+            .selectFrom('outbound_requests')
+            .select('id')
+            .where('state', '=', 'pending')
+            .where('next_attempt_at', '<=', now)
+            .limit(1)
+            .execute();
+          const undispatched = await store.db.selectFrom('events').select('id').where('dispatched_at', 'is', null).limit(1).execute();
+          if (due.length === 0 && undispatched.length === 0) return;
+        } else {
+          await Promise.race([...inFlight]);
+        }
+      }
+    },
+  };
+}
+
+function endpointWants(hook: Webhook, event: ClaimedEvent): boolean {
+  if (Number(hook.account_id) !== event.account_id) return false;
+  if (hook.project_id !== null && Number(hook.project_id) !== event.project_id) return false;
+  const wanted = JSON.parse(hook.events) as string[];
+  return wanted.includes(event.type);
+}
+
+export function eventIdOf(eventId: number): string {
+  return `evt_${eventId}`;
+}
+
+function webhookRequestRow(hook: Webhook, event: ClaimedEvent, projects: Map<number, string>, now: number): NewOutboundRow {
+  let payload: Record<string, unknown> = {};
+  try {
+    const parsed = JSON.parse(event.payload) as unknown;
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) payload = parsed as Record<string, unknown>;
+  } catch {
+    // A payload that is not JSON is a producer's bug; the event is still reported, without it.
+  }
+  const rest = Object.fromEntries(Object.entries(payload).filter(([key]) => !RESERVED.has(key)));
+  const body = JSON.stringify({
+    event: event.type,
+    event_id: eventIdOf(event.id),
+    project_uid: event.project_id === null ? null : (projects.get(event.project_id) ?? null),
+    occurred_at: new Date(event.created_at).toISOString(),
+    ...rest,
+  });
+  return {
+    account_id: event.account_id,
+    project_id: event.project_id,
+    kind: 'webhook',
+    webhook_id: Number(hook.id),
+    event_id: event.id,
+    event_type: event.type,
+    url: hook.url,
+    headers: JSON.stringify({ 'x-posthorn-event-id': eventIdOf(event.id), 'x-posthorn-event': event.type }),
+    ref: null,
+    state: 'pending',
+    attempts: 0,
+    next_attempt_at: now,
+    created_at: now,
+    updated_at: now,
+    body,
+  };
+}
