@@ -1,0 +1,54 @@
+// arguments.attachments of send_message:
+//   {"file.pdf": {"content_type": "application/pdf", "content": "<base64>"}}
+// The base64 may be wrapped (Ruby's Base64.encode64 adds a newline every 60 characters): all
+// whitespace is removed before it is checked and stored. Padding may be omitted. Extra keys of an
+// attachment are ignored. content_type may carry parameters ("text/plain; charset=utf-8"); when
+// absent it is application/octet-stream. Every failure is 406 call_error naming the file.
+import type { Json } from './args.ts';
+import { isPlainObject } from './args.ts';
+import { ApiError } from './errors.ts';
+import type { PayloadAttachment } from './message-payload.ts';
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const WHITESPACE = /[\s]+/g;
+/** type/subtype, then optional parameters; no line breaks (it becomes a header). */
+const CONTENT_TYPE = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+(\s*;[^\r\n]*)?$/;
+
+function fileError(filename: string, why: string): ApiError {
+  return new ApiError('call_error', `Request could not be processed: attachment ${JSON.stringify(filename)} ${why}.`);
+}
+
+/** Normalises base64 (whitespace removed, padding restored); null when it is not base64. */
+export function normalizeBase64(text: string): string | null {
+  const compact = text.includes('\n') || text.includes(' ') || text.includes('\r') || text.includes('\t') ? text.replace(WHITESPACE, '') : text;
+  if (!BASE64.test(compact)) return null;
+  const body = compact.replace(/=+$/, '');
+  if (body.length % 4 === 1) return null;
+  const padded = body + '='.repeat((4 - (body.length % 4)) % 4);
+  // Given padding must be the right padding ("QQ=" is neither padded nor unpadded).
+  if (compact.length !== body.length && compact.length !== padded.length) return null;
+  return padded;
+}
+
+export function parseAttachments(value: Json | undefined, field = 'arguments.attachments'): PayloadAttachment[] {
+  if (value === undefined || value === null) return [];
+  if (!isPlainObject(value)) {
+    throw new ApiError('call_error', `Request could not be processed: argument "${field}" must be an object keyed by file name, got ${Array.isArray(value) ? 'an array' : `a ${typeof value}`}.`);
+  }
+  const out: PayloadAttachment[] = [];
+  for (const [filename, spec] of Object.entries(value)) {
+    if (spec === null) continue;
+    if (filename.trim() === '' || /[\r\n\0]/.test(filename)) throw fileError(filename, 'has an empty file name or one with a line break');
+    if (!isPlainObject(spec)) throw fileError(filename, 'must be an object {"content_type": ..., "content": <base64>}');
+    const rawType = spec.content_type ?? null;
+    if (rawType !== null && typeof rawType !== 'string') throw fileError(filename, 'has a content_type that is not a string');
+    const contentType = rawType === null || rawType.trim() === '' ? 'application/octet-stream' : rawType.trim();
+    if (!CONTENT_TYPE.test(contentType)) throw fileError(filename, `has an invalid content_type ${JSON.stringify(contentType)} (expected type/subtype)`);
+    const content = spec.content ?? null;
+    if (typeof content !== 'string') throw fileError(filename, content === null ? 'has no content' : 'has content that is not a base64 string');
+    const base64 = normalizeBase64(content);
+    if (base64 === null) throw fileError(filename, 'has content that is not valid base64');
+    out.push({ filename, contentType, content: base64 });
+  }
+  return out;
+}

@@ -1,0 +1,118 @@
+// The uid of a message and the identifiers made from it.
+//
+// - The top-level `uid` names the message: a string, or a number (one client sends numbers), kept
+//   as its text. "" counts as no uid. At most MAX_UID_CHARS characters.
+// - Without a uid, the uid is the SHA-256 (hex) of the canonical JSON of the arguments: object
+//   keys sorted, null members left out (null means absent), no whitespace. An identical resend has
+//   the same uid and is refused as a duplicate. A top-level recipient_override counts as if it
+//   were in the arguments (it changes what is sent).
+// - unique_id (history) is `<uid>@<mailer host>`, exactly. The Message-ID header is
+//   `<local@mailer host>` where local is the uid when it is a valid RFC 5322 dot-atom without "%";
+//   otherwise every byte (UTF-8) outside that alphabet, every "%" and every dot that would start,
+//   end or double a dot-atom is written %XX (so the mapping is reversible and two uids never share
+//   a Message-ID); a local part longer than 200 characters becomes "sha256." + the hex SHA-256 of
+//   the uid (header lines stay short).
+import { createHash, type Hash } from 'node:crypto';
+import type { Json } from './args.ts';
+import { ApiError } from './errors.ts';
+
+export const MAX_UID_CHARS = 255;
+/** Deepest nesting of the arguments that is hashed: a bound, so hostile input cannot exhaust the stack. */
+export const MAX_ARGUMENT_NESTING = 64;
+const MAX_MESSAGE_ID_LOCAL = 200;
+
+/** The uid the caller gave, as a string; null when none (absent, null or ""). */
+export function readGivenUid(raw: Json | undefined): string | null {
+  if (raw === undefined || raw === null || raw === '') return null;
+  let uid: string;
+  if (typeof raw === 'string') uid = raw;
+  else if (typeof raw === 'number') uid = String(raw);
+  else {
+    const got = Array.isArray(raw) ? 'an array' : `a ${typeof raw}`;
+    throw new ApiError('call_error', `Request could not be processed: "uid" must be a string or a number, got ${got}.`);
+  }
+  if (uid.length > MAX_UID_CHARS) {
+    throw new ApiError('call_error', `Request could not be processed: "uid" must be at most ${MAX_UID_CHARS} characters long.`);
+  }
+  return uid;
+}
+
+function feedCanonical(hash: Hash, value: Json, depth: number): void {
+  if (value === null || typeof value !== 'object') {
+    hash.update(JSON.stringify(value));
+    return;
+  }
+  if (depth >= MAX_ARGUMENT_NESTING) {
+    throw new ApiError('call_error', `Request could not be processed: "arguments" is nested deeper than ${MAX_ARGUMENT_NESTING} levels.`);
+  }
+  if (Array.isArray(value)) {
+    hash.update('[');
+    value.forEach((item, i) => {
+      if (i > 0) hash.update(',');
+      feedCanonical(hash, item, depth + 1);
+    });
+    hash.update(']');
+    return;
+  }
+  hash.update('{');
+  let first = true;
+  for (const key of Object.keys(value).sort()) {
+    const member = value[key];
+    if (member === null || member === undefined) continue;
+    if (!first) hash.update(',');
+    first = false;
+    hash.update(JSON.stringify(key));
+    hash.update(':');
+    feedCanonical(hash, member, depth + 1);
+  }
+  hash.update('}');
+}
+
+/** The canonical JSON of a value (what deriveUid hashes); for tests and documentation. */
+export function canonicalJson(value: Json): string {
+  let out = '';
+  const sink = { update: (s: string) => ((out += s), sink) } as unknown as Hash;
+  feedCanonical(sink, value, 0);
+  return out;
+}
+
+/** SHA-256 hex of the canonical JSON of the arguments (with a top-level recipient_override folded in). */
+export function deriveUid(args: { [key: string]: Json }, topLevelRecipientOverride?: Json): string {
+  const effective =
+    topLevelRecipientOverride !== undefined && topLevelRecipientOverride !== null && (args.recipient_override ?? null) === null
+      ? { ...args, recipient_override: topLevelRecipientOverride }
+      : args;
+  const hash = createHash('sha256');
+  feedCanonical(hash, effective, 0);
+  return hash.digest('hex');
+}
+
+/** `<uid>@<mailer host>`: the history unique_id. */
+export function uniqueIdFor(uid: string, mailerHost: string): string {
+  return `${uid}@${mailerHost}`;
+}
+
+const ATEXT_NO_PERCENT = /^[A-Za-z0-9!#$&'*+\-/=?^_`{|}~]$/;
+const SAFE_DOT_ATOM = /^[A-Za-z0-9!#$&'*+\-/=?^_`{|}~]+(?:\.[A-Za-z0-9!#$&'*+\-/=?^_`{|}~]+)*$/;
+
+/** The Message-ID's left part for a uid (see the rule at the top of this file). */
+export function messageIdLocalPart(uid: string): string {
+  let local: string;
+  if (SAFE_DOT_ATOM.test(uid)) local = uid;
+  else {
+    local = '';
+    const bytes = Buffer.from(uid, 'utf8');
+    for (let i = 0; i < bytes.length; i++) {
+      const ch = String.fromCharCode(bytes[i]);
+      const dotAllowed = ch === '.' && i > 0 && i < bytes.length - 1 && bytes[i - 1] !== 0x2e;
+      local += bytes[i] < 0x80 && (ATEXT_NO_PERCENT.test(ch) || dotAllowed) ? ch : `%${bytes[i].toString(16).toUpperCase().padStart(2, '0')}`;
+    }
+  }
+  if (local.length > MAX_MESSAGE_ID_LOCAL) local = `sha256.${createHash('sha256').update(uid).digest('hex')}`;
+  return local;
+}
+
+/** The Message-ID header value, with its angle brackets. */
+export function messageIdFor(uid: string, mailerHost: string): string {
+  return `<${messageIdLocalPart(uid)}@${mailerHost}>`;
+}

@@ -1,0 +1,196 @@
+// send_message's arguments, read and checked in the API's order (compatibility.md):
+//   readSendRequest()  arguments missing or empty (400), then every type and value check (406);
+//   [the operation looks the template up: unknown is 412, before recipients]
+//   acceptMessage()    the merged content, then recipients and other addresses (412).
+// Duplicate uids (400) are found last, by the database's unique constraint.
+// Both functions are pure: the operation (operations/send-message.ts) does the I/O around them.
+import type { Args, Json } from './args.ts';
+import { isPlainObject } from './args.ts';
+import { parseAttachments } from './attachments.ts';
+import { ApiError } from './errors.ts';
+import { parseHeaders, type MessageHeaders } from './headers.ts';
+import type { PayloadAttachment } from './message-payload.ts';
+import { readGivenUid } from './message-uid.ts';
+import {
+  addressKey,
+  collectRecipientEntries,
+  invalidAddress,
+  parseMailbox,
+  resolveRecipients,
+  splitAddressList,
+  type Recipient,
+  type RecipientEntry,
+} from './recipients.ts';
+import { mergeLevels, type ContentLevel, type MergedContent, type TemplateLevel } from './templates.ts';
+import { parseVariableValues, variableNamesIn, type VariableValues } from './variable-values.ts';
+
+/** The domain of the clients' test sink: copies to it complete at acceptance, nothing is sent. */
+export const NULL_SINK_DOMAIN = 'null.postageapp.com';
+
+export interface SendRequest {
+  /** the uid the caller gave; null when none */
+  uid: string | null;
+  template: string | null;
+  /** the call's own content (content, or its alias message); null when none */
+  content: ContentLevel | null;
+  headers: MessageHeaders;
+  recipients: RecipientEntry[];
+  variables: VariableValues;
+  attachments: PayloadAttachment[];
+  /** as given (arguments first, else top level); validated in acceptMessage */
+  recipientOverride: string | null;
+  deliver: boolean;
+}
+
+function callError(message: string): ApiError {
+  return new ApiError('call_error', `Request could not be processed: ${message}.`);
+}
+
+const CONTENT_PARTS = new Set(['text/plain', 'text/html', 'text/css']);
+
+function readContent(value: Json | undefined, field: string): ContentLevel | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value === 'string') return { subject: null, from: null, text: value, html: null, css: null };
+  if (!isPlainObject(value)) {
+    throw callError(`argument "${field}" must be a string or an object {"text/plain", "text/html", "text/css"}, got ${Array.isArray(value) ? 'an array' : `a ${typeof value}`}`);
+  }
+  for (const key of Object.keys(value)) {
+    if (!CONTENT_PARTS.has(key)) throw callError(`argument "${field}" has an unknown part ${JSON.stringify(key)} (expected text/plain, text/html or text/css)`);
+  }
+  const part = (key: string): string | null => {
+    const v = value[key];
+    if (v === undefined || v === null) return null;
+    if (typeof v !== 'string') throw callError(`argument "${field}.${key}" must be a string, got ${Array.isArray(v) ? 'an array' : `a ${typeof v}`}`);
+    return v;
+  };
+  return { subject: null, from: null, text: part('text/plain'), html: part('text/html'), css: part('text/css') };
+}
+
+/** Reads the whole request; throws 400 for missing arguments and 406 for any malformed value. */
+export function readSendRequest(args: Args, topLevel: { uid: Json | undefined; recipientOverride: Json | undefined }): SendRequest {
+  if (!Object.values(args.raw).some((v) => v !== null && v !== undefined)) {
+    throw new ApiError('bad_request', 'Missing arguments: send_message needs "arguments" with recipients and content or a template.');
+  }
+  const uid = readGivenUid(topLevel.uid);
+  const template = args.string('template') ?? null;
+  if (args.has('content') && args.has('message')) throw callError('give "content" or its alias "message", not both');
+  const contentField = args.has('message') ? 'message' : 'content';
+  const content = readContent(args.value(contentField), `arguments.${contentField}`);
+  const headers = parseHeaders(args.value('headers'));
+  const recipients = collectRecipientEntries(args.value('recipients'));
+  const variables = parseVariableValues(args.value('variables'), 'arguments.variables');
+  const attachments = parseAttachments(args.value('attachments'));
+  let recipientOverride = args.string('recipient_override') ?? null;
+  if (recipientOverride === null || recipientOverride.trim() === '') {
+    const top = topLevel.recipientOverride;
+    if (top !== undefined && top !== null && typeof top !== 'string') throw callError('"recipient_override" must be a string');
+    recipientOverride = top ?? null;
+  }
+  if (recipientOverride !== null && recipientOverride.trim() === '') recipientOverride = null;
+  const deliver = args.bool('deliver', true);
+  return { uid, template: template === '' ? null : template, content, headers, recipients, variables, attachments, recipientOverride, deliver };
+}
+
+/** One copy to send: a recipient, a Cc or a Bcc address. */
+export type MessageCopy = Recipient;
+
+export interface AcceptedMessage extends MergedContent {
+  /** headers for the wire except From and Subject (Reply-To, Cc, custom) */
+  headers: Record<string, string>;
+  /** one entry per transmission, in request order: recipients, then Cc, then Bcc addresses */
+  copies: MessageCopy[];
+  /** the override's address, or null */
+  recipientOverride: string | null;
+}
+
+function checkMailboxList(what: string, value: string | null): Recipient[] {
+  if (value === null) return [];
+  return resolveRecipients(splitAddressList(value).map((text) => ({ text, variables: null })), what);
+}
+
+function checkSingleMailbox(what: string, value: string | null): void {
+  // A From that holds {{variables}} is only known per recipient; it is checked for line breaks below.
+  if (value === null || value.includes('{{')) return;
+  const items = splitAddressList(value);
+  if (items.length !== 1) throw new ApiError('precondition_failed', `Invalid ${what} address ${JSON.stringify(value)}: it must be exactly one address.`);
+  const parsed = parseMailbox(items[0]);
+  if (!parsed.ok) throw invalidAddress(what, value, parsed.reason);
+}
+
+/**
+ * A variable substituted into the Subject or From must not bring a line break into the header
+ * (header injection through variables): 406 naming the variable.
+ */
+function checkHeaderVariables(merged: MergedContent, global: VariableValues, recipients: readonly RecipientEntry[]): void {
+  for (const [header, text] of [['Subject', merged.subject], ['From', merged.from]] as const) {
+    for (const name of variableNamesIn(text)) {
+      const values = [global[name], ...recipients.map((r) => r.variables?.[name])];
+      if (values.some((v) => v !== undefined && /[\r\n\0]/.test(v))) {
+        throw callError(`variable ${JSON.stringify(name)} is used in the ${header} header and must not contain a line break`);
+      }
+    }
+  }
+}
+
+/**
+ * Everything after the template lookup: merges the content into the template chain (given
+ * innermost first, or null without a template), then checks recipients and the other addresses.
+ */
+export function acceptMessage(request: SendRequest, chain: readonly TemplateLevel[] | null, limits: { maxRecipients: number }): AcceptedMessage {
+  const levels: ContentLevel[] = [];
+  if (request.content) levels.push(request.content);
+  if (chain) levels.push(...chain);
+  const merged = mergeLevels(levels);
+  // Headers given in the call win over the template's subject and from.
+  if (request.headers.subject !== null) merged.subject = request.headers.subject;
+  if (request.headers.from !== null) merged.from = request.headers.from;
+
+  checkHeaderVariables(merged, request.variables, request.recipients);
+  const recipients = resolveRecipients(request.recipients);
+  if (recipients.length === 0) throw new ApiError('precondition_failed', 'No recipients: give at least one address in "recipients".');
+
+  // Cc and Bcc addresses each get a copy of their own (a transmission), so none is dropped; an
+  // address that is already a recipient keeps its one copy.
+  const copies: MessageCopy[] = [...recipients];
+  const seen = new Set(recipients.map((r) => addressKey(r.address)));
+  for (const extra of [...checkMailboxList('Cc', request.headers.cc), ...checkMailboxList('Bcc', request.headers.bcc)]) {
+    const key = addressKey(extra.address);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    copies.push(extra);
+  }
+  if (copies.length > limits.maxRecipients) {
+    throw new ApiError(
+      'precondition_failed',
+      `Too many recipients: ${copies.length} addresses (Cc and Bcc included), at most ${limits.maxRecipients} per message.`,
+    );
+  }
+
+  let recipientOverride: string | null = null;
+  if (request.recipientOverride !== null) {
+    const parsed = parseMailbox(request.recipientOverride);
+    if (!parsed.ok) throw invalidAddress('recipient_override', request.recipientOverride, parsed.reason);
+    recipientOverride = parsed.mailbox.address;
+  }
+  checkSingleMailbox('From', merged.from);
+  checkMailboxList('Reply-To', request.headers.replyTo);
+
+  if (merged.subject === null && merged.text === null && merged.html === null && request.attachments.length === 0) {
+    throw new ApiError('precondition_failed', 'The message is empty: give "content" (or a template) with a subject, a text or an HTML part.');
+  }
+
+  const headers: Record<string, string> = {};
+  if (request.headers.replyTo !== null) headers['Reply-To'] = request.headers.replyTo;
+  if (request.headers.cc !== null) headers['Cc'] = request.headers.cc;
+  Object.assign(headers, request.headers.custom);
+  return { ...merged, headers, copies, recipientOverride };
+}
+
+/** The address a copy is actually delivered to. */
+export function deliveryAddress(copy: MessageCopy, recipientOverride: string | null): string {
+  return recipientOverride ?? copy.address;
+}
+
+export function isNullSink(address: string): boolean {
+  return address.slice(address.lastIndexOf('@') + 1) === NULL_SINK_DOMAIN;
+}

@@ -1,0 +1,42 @@
+// Reading variables from a request (arguments.variables, and each recipient's own). Rendering is
+// domain/variables.ts; this only turns JSON into the string map it renders from.
+//
+// Values: strings as given; numbers and booleans as their JSON text (3 -> "3", true -> "true");
+// null counts as absent (so a recipient's null does not hide a global value). An object or array
+// cannot be substituted into text: 406 call_error naming the variable. Names are trimmed, because
+// {{ name }} is looked up trimmed.
+import type { Json } from './args.ts';
+import { isPlainObject } from './args.ts';
+import { ApiError } from './errors.ts';
+
+export type VariableValues = Record<string, string>;
+
+export function parseVariableValues(value: Json | undefined, field: string): VariableValues {
+  const out: VariableValues = {};
+  if (value === undefined || value === null) return out;
+  if (!isPlainObject(value)) {
+    const got = Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+    throw new ApiError('call_error', `Request could not be processed: argument "${field}" must be an object of variables, got ${got}.`);
+  }
+  for (const [rawName, v] of Object.entries(value)) {
+    if (v === null) continue;
+    const name = rawName.trim();
+    if (typeof v === 'string') out[name] = v;
+    else if (typeof v === 'number' || typeof v === 'boolean') out[name] = String(v);
+    else {
+      throw new ApiError(
+        'call_error',
+        `Request could not be processed: variable ${JSON.stringify(rawName)} in "${field}" must be a string, number or boolean, got ${Array.isArray(v) ? 'an array' : 'an object'}.`,
+      );
+    }
+  }
+  return out;
+}
+
+const VARIABLE_NAME = /\{\{\s*([^{}*][^{}]*?)\s*\}\}/g;
+
+/** Names of the {{variables}} a text uses (the same syntax renderVariables substitutes). */
+export function variableNamesIn(text: string | null): string[] {
+  if (text === null || !text.includes('{{')) return [];
+  return Array.from(text.matchAll(VARIABLE_NAME), (m) => m[1]);
+}

@@ -1,0 +1,135 @@
+// send_message: accept a message for delivery. The ingest hot path (issue 5: ~10,000 durable
+// requests/s on SQLite), so it does exactly this much I/O: one template-chain query (only when a
+// template is named), then ONE transaction holding one message INSERT ... RETURNING id and one
+// multi-row transmissions INSERT. A duplicate uid is found by the unique constraint, not a SELECT.
+//
+//   read the request (400, 406) -> template and its layouts (412) -> recipients, addresses (412)
+//   -> uid (given, or the hash of the arguments) -> store message + transmissions -> wake delivery
+//
+// What is accepted is what will be sent: the template chain is merged into the stored payload now,
+// so later template edits never change this message.
+import type { Json, JsonObject } from '../domain/args.ts';
+import { Args } from '../domain/args.ts';
+import { ApiError } from '../domain/errors.ts';
+import type { MessagePayload } from '../domain/message-payload.ts';
+import { deriveUid, messageIdFor, uniqueIdFor } from '../domain/message-uid.ts';
+import { acceptMessage, deliveryAddress, isNullSink, readSendRequest, type AcceptedMessage } from '../domain/send-request.ts';
+import { checkLayoutChain, MAX_LAYOUT_CHAIN, type TemplateLevel } from '../domain/templates.ts';
+import { insertMessage } from '../storage/messages.ts';
+import type { NewTransmission } from '../storage/schema.ts';
+import { findTemplateChain } from '../storage/template-layouts.ts';
+import { insertTransmissions } from '../storage/transmissions.ts';
+import type { ProjectCaller, Services } from './context.ts';
+
+export interface SendMessageInput {
+  args: Args;
+  /** the request's top-level uid, any JSON type */
+  uid: Json | undefined;
+  /** a top-level recipient_override (the Ruby gem puts it in arguments, others at the top) */
+  recipientOverride: Json | undefined;
+}
+
+export interface SentMessage {
+  id: number;
+  url: string;
+  uid: string;
+}
+
+export const RESULT_NOT_SENT = { code: 'NOT_SENT', message: 'Not sent: the message was accepted with deliver: false.' } as const;
+export const RESULT_NULL_SINK = {
+  code: 'SMTP_250',
+  message: '250 Accepted: null.postageapp.com is a test address; the message was completed without being sent.',
+} as const;
+
+/** A message's own URL, as send_message answers it. */
+export function messageUrl(services: Services, id: number): string {
+  return `${services.config.publicUrl}/messages/${id}`;
+}
+
+export async function sendMessage(services: Services, caller: ProjectCaller, input: SendMessageInput): Promise<SentMessage> {
+  const request = readSendRequest(input.args, { uid: input.uid, recipientOverride: input.recipientOverride });
+  const chain = request.template === null ? null : await loadTemplateChain(services, caller.project.id, request.template);
+  const accepted = acceptMessage(request, chain, { maxRecipients: services.config.maxRecipients });
+  const uid = request.uid ?? deriveUid(input.args.raw as JsonObject, input.recipientOverride);
+  const now = services.clock.now();
+  const payload = buildPayload(accepted, request.variables, request.attachments, messageIdFor(uid, services.config.mailerHost));
+
+  let id: number;
+  try {
+    id = await services.store.write(async (trx) => {
+      const messageId = await insertMessage(trx, {
+        project_id: caller.project.id,
+        uid,
+        unique_id: uniqueIdFor(uid, services.config.mailerHost),
+        template: request.template,
+        subject: accepted.subject,
+        from_address: accepted.from,
+        recipient_count: accepted.copies.length,
+        deliver: request.deliver ? 1 : 0,
+        created_at: now,
+        payload: JSON.stringify(payload),
+      });
+      await insertTransmissions(trx, transmissionRows(accepted, messageId, caller.project.id, request.deliver, now));
+      return messageId;
+    });
+  } catch (error) {
+    if (services.store.dialect.isUniqueViolation(error)) {
+      throw new ApiError('bad_request', `Uid ${uid} already exists. Assuming message duplication.`);
+    }
+    throw error;
+  }
+  services.store.wake('transmissions');
+  return { id, url: messageUrl(services, id), uid };
+}
+
+async function loadTemplateChain(services: Services, projectId: number, slug: string): Promise<TemplateLevel[]> {
+  const rows = await findTemplateChain(services.store.db, projectId, slug, MAX_LAYOUT_CHAIN);
+  return checkLayoutChain(slug, rows);
+}
+
+function buildPayload(
+  accepted: AcceptedMessage,
+  variables: Record<string, string>,
+  attachments: MessagePayload['attachments'],
+  messageId: string,
+): MessagePayload {
+  return {
+    v: 1,
+    messageId,
+    from: accepted.from,
+    subject: accepted.subject,
+    text: accepted.text,
+    html: accepted.html,
+    headers: accepted.headers,
+    variables,
+    attachments,
+    recipientOverride: accepted.recipientOverride,
+  };
+}
+
+/**
+ * One row per copy. deliver: false completes every copy as NOT_SENT; a copy whose delivery address
+ * (after recipient_override) is at null.postageapp.com completes now as SMTP_250 without leaving
+ * the machine; every other copy is queued, due now.
+ */
+function transmissionRows(accepted: AcceptedMessage, messageId: number, projectId: number, deliver: boolean, now: number): NewTransmission[] {
+  return accepted.copies.map((copy) => {
+    const outcome = !deliver ? RESULT_NOT_SENT : isNullSink(deliveryAddress(copy, accepted.recipientOverride)) ? RESULT_NULL_SINK : null;
+    const variables = copy.variables && Object.keys(copy.variables).length > 0 ? JSON.stringify(copy.variables) : null;
+    return {
+      message_id: messageId,
+      project_id: projectId,
+      recipient: copy.address,
+      recipient_name: copy.name,
+      variables,
+      status: outcome ? 'completed' : 'queued',
+      next_attempt_at: now,
+      attempts: 0,
+      created_at: now,
+      updated_at: now,
+      completed_at: outcome ? now : null,
+      result_code: outcome ? outcome.code : null,
+      result_message: outcome ? outcome.message : null,
+    };
+  });
+}

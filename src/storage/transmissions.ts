@@ -1,0 +1,21 @@
+// The transmissions table (the delivery queue): inserts at acceptance and simple lookups. Claiming
+// and finishing deliveries is storage/delivery-queue.ts.
+import type { NewTransmission, Transmission } from './schema.ts';
+import type { Tx } from './store.ts';
+
+/**
+ * Rows per INSERT statement. 1000 rows of 14 columns stay under SQLite's 32,766 and PostgreSQL's
+ * 65,535 bound parameters; the default recipient limit (1000) makes one statement per message.
+ */
+const ROWS_PER_INSERT = 1000;
+
+/** Inserts the transmissions of one message, as few multi-row INSERTs as the parameter bounds allow. */
+export async function insertTransmissions(db: Tx, rows: readonly NewTransmission[]): Promise<void> {
+  for (let start = 0; start < rows.length; start += ROWS_PER_INSERT) {
+    await db.insertInto('transmissions').values(rows.slice(start, start + ROWS_PER_INSERT)).execute();
+  }
+}
+
+export async function listTransmissionsByMessage(db: Tx, messageId: number): Promise<Transmission[]> {
+  return db.selectFrom('transmissions').selectAll().where('message_id', '=', messageId).orderBy('id').execute();
+}
