@@ -1,0 +1,92 @@
+// Reads a V8 .cpuprofile (node --cpu-prof) and says where the time went: self time per function
+// and per file, as a share of the samples. Idle and GC are reported as their own rows.
+import fs from 'node:fs';
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+  children?: number[];
+}
+
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+  startTime: number;
+  endTime: number;
+}
+
+export interface ProfileRow {
+  name: string;
+  selfMs: number;
+  share: number;
+}
+
+export interface ProfileSummary {
+  totalMs: number;
+  idleShare: number;
+  functions: ProfileRow[];
+  files: ProfileRow[];
+}
+
+function shortUrl(url: string): string {
+  if (!url) return '(native)';
+  const clean = url.replace(/^file:\/\//, '');
+  const nm = clean.lastIndexOf('/node_modules/');
+  if (nm !== -1) return clean.slice(nm + '/node_modules/'.length);
+  const src = clean.search(/\/(src|bench|test)\//);
+  return src !== -1 ? clean.slice(src + 1) : clean;
+}
+
+export function summarizeProfile(file: string, top = 25): ProfileSummary {
+  const profile = JSON.parse(fs.readFileSync(file, 'utf8')) as Profile;
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const selfUs = new Map<number, number>();
+  // Attribute each sample's delta to its node (time between samples).
+  for (let i = 0; i < profile.samples.length; i++) {
+    const dt = profile.timeDeltas[i + 1] ?? 0;
+    selfUs.set(profile.samples[i], (selfUs.get(profile.samples[i]) ?? 0) + Math.max(0, dt));
+  }
+  const totalUs = [...selfUs.values()].reduce((a, b) => a + b, 0) || 1;
+  const functions = new Map<string, number>();
+  const files = new Map<string, number>();
+  let idleUs = 0;
+  for (const [id, us] of selfUs) {
+    const node = byId.get(id)!;
+    const { functionName, url, lineNumber } = node.callFrame;
+    if (functionName === '(idle)') idleUs += us;
+    const name = url ? `${functionName || '(anonymous)'} ${shortUrl(url)}:${lineNumber + 1}` : functionName || '(anonymous)';
+    functions.set(name, (functions.get(name) ?? 0) + us);
+    const fileKey = url ? shortUrl(url).replace(/:\d+$/, '') : functionName;
+    const pkgOrFile = fileKey.includes('/') && !fileKey.startsWith('src/') ? fileKey.split('/').slice(0, fileKey.startsWith('@') ? 2 : 1).join('/') + '/…' : fileKey;
+    files.set(pkgOrFile, (files.get(pkgOrFile) ?? 0) + us);
+  }
+  const rank = (m: Map<string, number>): ProfileRow[] =>
+    [...m.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([name, us]) => ({ name, selfMs: us / 1000, share: us / totalUs }));
+  return { totalMs: totalUs / 1000, idleShare: idleUs / totalUs, functions: rank(functions), files: rank(files) };
+}
+
+export function formatProfile(title: string, summary: ProfileSummary): string {
+  const line = (r: ProfileRow) => `  ${(r.share * 100).toFixed(1).padStart(5)}%  ${r.selfMs.toFixed(0).padStart(7)} ms  ${r.name}`;
+  return [
+    `${title}: ${summary.totalMs.toFixed(0)} ms sampled, idle ${(summary.idleShare * 100).toFixed(1)}%`,
+    ' top functions by self time:',
+    ...summary.functions.map(line),
+    ' by file / package:',
+    ...summary.files.map(line),
+  ].join('\n');
+}
+
+// `node --import tsx bench/lib/cpu-profile.ts FILE.cpuprofile [top]`
+if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()!)) {
+  const [file, top] = process.argv.slice(2);
+  if (!file) {
+    process.stderr.write('usage: node --import tsx bench/lib/cpu-profile.ts FILE.cpuprofile [top]\n');
+    process.exit(2);
+  }
+  process.stdout.write(formatProfile(file, summarizeProfile(file, Number(top ?? 30))) + '\n');
+}

@@ -1,0 +1,179 @@
+// Child processes of the bench: every one is registered so that a failure, Ctrl-C or a timeout
+// still ends it. Each cleanup runs once, newest first (a relay stops before the sink it feeds).
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+
+type Cleanup = { name: string; run: () => Promise<void> | void };
+
+const cleanups: Cleanup[] = [];
+
+/** Registers a cleanup; returns a function that runs it now (and unregisters it). */
+export function onCleanup(name: string, run: () => Promise<void> | void): () => Promise<void> {
+  const entry: Cleanup = { name, run };
+  cleanups.push(entry);
+  return async () => {
+    const i = cleanups.indexOf(entry);
+    if (i === -1) return;
+    cleanups.splice(i, 1);
+    await entry.run();
+  };
+}
+
+export async function runAllCleanups(): Promise<void> {
+  while (cleanups.length > 0) {
+    const entry = cleanups.pop()!;
+    try {
+      await entry.run();
+    } catch (error) {
+      process.stderr.write(`bench: cleanup "${entry.name}" failed: ${(error as Error).message}\n`);
+    }
+  }
+}
+
+let signalsHooked = false;
+/** Ctrl-C / SIGTERM: clean up, then exit non-zero. */
+export function hookSignals(): void {
+  if (signalsHooked) return;
+  signalsHooked = true;
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      process.stderr.write(`\nbench: ${signal}, cleaning up\n`);
+      void runAllCleanups().finally(() => process.exit(130));
+    });
+  }
+}
+
+/** A free TCP port on 127.0.0.1 (for programs that cannot listen on port 0 and report it). */
+export function findFreePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Spawned {
+  child: ChildProcess;
+  /** resolves with the exit code (or null when killed by a signal) */
+  exited: Promise<number | null>;
+  /** SIGTERM, then SIGKILL after graceMs; resolves when the process is gone */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/** Spawns a registered child: it is killed at cleanup if still running. */
+export function spawnChild(name: string, command: string, args: string[], opts: SpawnOptions = {}): Spawned {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], ...opts });
+  let exitCode: number | null | undefined;
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code) => {
+      exitCode = code;
+      resolve(code);
+    });
+    child.once('error', (error) => {
+      process.stderr.write(`bench: ${name} failed to start: ${error.message}\n`);
+      exitCode = -1;
+      resolve(-1);
+    });
+  });
+  const stop = async (graceMs = 10_000): Promise<void> => {
+    if (exitCode !== undefined) return;
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    await exited;
+    clearTimeout(timer);
+  };
+  const release = onCleanup(name, () => stop(3000));
+  void exited.then(() => release());
+  return { child, exited, stop };
+}
+
+/** Runs a command to completion within timeoutMs; collects stdout and stderr. */
+export async function runCommand(
+  command: string,
+  args: string[],
+  opts: SpawnOptions & { timeoutMs: number },
+): Promise<{ code: number | null; stdout: string; stderr: string; elapsedMs: number }> {
+  const started = performance.now();
+  const spawned = spawnChild(command, command, args, opts);
+  let stdout = '';
+  let stderr = '';
+  spawned.child.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  spawned.child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const timer = setTimeout(() => {
+    stderr += `\n(bench: killed after ${opts.timeoutMs} ms)`;
+    void spawned.stop(1000);
+  }, opts.timeoutMs);
+  const code = await spawned.exited;
+  clearTimeout(timer);
+  return { code, stdout, stderr, elapsedMs: performance.now() - started };
+}
+
+/** Resident set size and its high-water mark of a process, in MiB (Linux /proc). */
+export function readRssMiB(pid: number): { rss: number; peak: number } | null {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+    return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
+  } catch {
+    return null;
+  }
+}
+
+/** The children of a process (one level), from /proc. */
+export function listChildPids(parentPid: number): number[] {
+  const out: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // the command name may contain spaces: the fields after the closing parenthesis are fixed
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === parentPid) out.push(Number(entry));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return out;
+}
+
+/**
+ * Samples the summed RSS of a set of processes every intervalMs; stop() returns the peak in MiB.
+ * (Summed RSS counts shared pages once per process: an upper bound for a multi-process server.)
+ */
+export function sampleRss(pids: () => number[], intervalMs = 100): { stop(): number } {
+  let peak = 0;
+  const tick = () => {
+    let sum = 0;
+    for (const pid of pids()) sum += readRssMiB(pid)?.rss ?? 0;
+    if (sum > peak) peak = sum;
+  };
+  tick();
+  const timer = setInterval(tick, intervalMs);
+  return {
+    stop() {
+      clearInterval(timer);
+      tick();
+      return peak;
+    },
+  };
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Polls until check() returns a value other than undefined, or throws after timeoutMs. */
+export async function waitUntil<T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs: number, everyMs = 50): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}

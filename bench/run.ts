@@ -1,0 +1,407 @@
+// `npm run bench`: Posthorn side by side with Postfix on this machine, everything on 127.0.0.1.
+//
+//   1  ceiling: smtp-source -> smtp-sink (the SMTP limit of the machine)
+//   2  Postfix as a relay: smtp-source -> private Postfix -> smtp-sink
+//   3  Posthorn ingest: durable send_message over HTTP (SQLite, group commit, fsync)
+//   4  Posthorn end to end on SQLite: API -> delivery -> smtp-sink
+//   5  the same on PostgreSQL
+//   6  messages_history pages of 250 at 1,000,000 transmissions
+//   7  memory: peak RSS during 4, and of a worker draining 100,000 queued transmissions
+//
+// Every loop is bounded in count and time; every figure is the median of --runs runs; every child
+// process, temporary directory, Postfix instance and database is removed at the end, also on error
+// or Ctrl-C. Options: --runs N, --only 1,2,..., --messages N (end to end), --ingest-seconds S,
+// --history-rows N, --queued N, --profile (CPU profiles of ingest and end to end), --no-write.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { formatProfile, summarizeProfile } from './lib/cpu-profile.ts';
+import { seedHistory } from './lib/history-seed.ts';
+import { ensurePostfix, runSource, startPostfixRelay, startSink, type Sink } from './lib/postfix.ts';
+import { createInstance, migrate, ROOT, sendLoad, serve, tailLog, timePost, type Instance, type Service } from './lib/posthorn.ts';
+import { hookSignals, onCleanup, runAllCleanups, sampleRss } from './lib/processes.ts';
+import { describeMachine, formatMarkdown, formatTable, gitRevision, type Figure } from './lib/report.ts';
+import { median, percentile } from './lib/stats.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '3' },
+    only: { type: 'string' },
+    messages: { type: 'string', default: '20000' },
+    'ingest-seconds': { type: 'string', default: '10' },
+    'history-rows': { type: 'string', default: '1000000' },
+    queued: { type: 'string', default: '100000' },
+    profile: { type: 'boolean', default: false },
+    'no-write': { type: 'boolean', default: false },
+    'pg-url': { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
+  },
+});
+
+const RUNS = Math.max(1, Math.min(9, Number(args.runs)));
+const ONLY = args.only ? new Set(args.only.split(',').map((s) => s.trim())) : null;
+const E2E_MESSAGES = Math.max(100, Math.min(1_000_000, Number(args.messages)));
+const INGEST_SECONDS = Math.max(1, Math.min(120, Number(args['ingest-seconds'])));
+const HISTORY_ROWS = Math.max(1000, Math.min(10_000_000, Number(args['history-rows'])));
+const QUEUED = Math.max(1000, Math.min(1_000_000, Number(args.queued)));
+const CONNECTIONS = 50;
+const SMTP_SESSIONS = 10;
+const MESSAGE_BYTES = 1024;
+const CEILING_MESSAGES = 50_000;
+const HISTORY_REQUESTS = 100;
+const HISTORY_PER_MESSAGE = 10;
+/** the slowest delivery rate the bench waits for before calling a run failed */
+const MIN_RATE_PER_S = 50;
+
+const wanted = (id: string) => ONLY === null || ONLY.has(id);
+const log = (line: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+const deliveryTimeoutMs = (messages: number) => Math.min(900_000, 30_000 + (messages / MIN_RATE_PER_S) * 1000);
+const profileDir = args.profile ? fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-bench-profiles-')) : null;
+const profileReports: string[] = [];
+
+const figures: Figure[] = [];
+function addFigure(f: Figure): Figure {
+  figures.push(f);
+  return f;
+}
+function failed(id: string, name: string, unit: string, error: unknown, target?: string): void {
+  const message = (error as Error)?.message ?? String(error);
+  log(`${id} ${name}: FAILED: ${message}`);
+  addFigure({ id, name, unit, value: null, runs: [], target, met: null, note: `not measured: ${message.split('\n')[0]}` });
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Ceiling
+
+async function measureCeiling(sink: Sink): Promise<Figure> {
+  const runs: number[] = [];
+  await runSource({ port: sink.port, sessions: SMTP_SESSIONS, messages: 5000, bytes: MESSAGE_BYTES, timeoutMs: 60_000 });
+  for (let i = 0; i < RUNS; i++) {
+    const before = sink.count();
+    const run = await runSource({ port: sink.port, sessions: SMTP_SESSIONS, messages: CEILING_MESSAGES, bytes: MESSAGE_BYTES, timeoutMs: 120_000 });
+    await sink.waitForCount(before + CEILING_MESSAGES, 10_000);
+    runs.push(CEILING_MESSAGES / (run.elapsedMs / 1000));
+    log(`1 ceiling run ${i + 1}: ${runs[i].toFixed(0)} msg/s`);
+  }
+  return addFigure({ id: '1', name: 'Ceiling: smtp-source -> smtp-sink', unit: 'msg/s', value: median(runs), runs });
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Postfix as a relay
+
+interface PostfixFigures {
+  accept: Figure;
+  relay: Figure;
+  rssMiB: number | null;
+}
+
+async function measurePostfixRelay(sink: Sink): Promise<PostfixFigures> {
+  const relay = await startPostfixRelay(sink.port);
+  try {
+    // warm-up: every Postfix daemon started and its connection cache in use
+    let before = sink.count();
+    await runSource({ port: relay.port, sessions: SMTP_SESSIONS, messages: 1000, bytes: MESSAGE_BYTES, timeoutMs: 120_000 });
+    await sink.waitForCount(before + 1000, deliveryTimeoutMs(1000));
+    const accept: number[] = [];
+    const relayed: number[] = [];
+    const sampler = sampleRss(() => relay.pids());
+    for (let i = 0; i < RUNS; i++) {
+      before = sink.count();
+      const started = performance.now();
+      const run = await runSource({ port: relay.port, sessions: SMTP_SESSIONS, messages: E2E_MESSAGES, bytes: MESSAGE_BYTES, timeoutMs: deliveryTimeoutMs(E2E_MESSAGES) });
+      const lastAt = await sink.waitForCount(before + E2E_MESSAGES, deliveryTimeoutMs(E2E_MESSAGES));
+      accept.push(E2E_MESSAGES / (run.elapsedMs / 1000));
+      relayed.push(E2E_MESSAGES / ((lastAt - started) / 1000));
+      log(`2 postfix run ${i + 1}: accepted ${accept[i].toFixed(0)} msg/s, relayed ${relayed[i].toFixed(0)} msg/s`);
+    }
+    const rssMiB = sampler.stop();
+    return {
+      accept: addFigure({ id: '2a', name: 'Postfix accepts (smtp-source -> Postfix, queued on disk)', unit: 'msg/s', value: median(accept), runs: accept }),
+      relay: addFigure({ id: '2b', name: `Postfix relays end to end (${E2E_MESSAGES} msgs -> smtp-sink)`, unit: 'msg/s', value: median(relayed), runs: relayed }),
+      rssMiB,
+    };
+  } finally {
+    await relay.stop();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Ingest
+
+async function withService<T>(instance: Instance, opts: Parameters<typeof serve>[1], fn: (service: Service) => Promise<T>): Promise<T> {
+  const service = await serve(instance, opts);
+  const release = onCleanup('posthorn service', () => service.stop());
+  try {
+    return await fn(service);
+  } catch (error) {
+    throw new Error(`${(error as Error).message}\n--- service log tail ---\n${tailLog(instance)}`);
+  } finally {
+    await release();
+  }
+}
+
+async function measureIngest(postfixAccept: number | null): Promise<void> {
+  const instance = await createInstance();
+  const profile = profileDir ? path.join(profileDir, 'ingest') : undefined;
+  await withService(instance, { role: 'api', cpuProfDir: profile }, async (service) => {
+    const warm = await sendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, durationS: 2 });
+    if (warm.ok === 0) throw new Error(`no send_message accepted: ${warm.firstFailure ?? `${warm.errors} connection errors`}`);
+    const rate: number[] = [];
+    const p50: number[] = [];
+    const p99: number[] = [];
+    let refused = 0;
+    for (let i = 0; i < RUNS; i++) {
+      const r = await sendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, durationS: INGEST_SECONDS });
+      refused += r.notOk + r.errors;
+      rate.push(r.acceptedPerS);
+      p50.push(r.p50Ms);
+      p99.push(r.p99Ms);
+      log(`3 ingest run ${i + 1}: ${r.acceptedPerS.toFixed(0)} accepted/s (${r.ok} ok, ${r.notOk} not ok, ${r.errors} errors), p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms${r.firstFailure ? `; first failure: ${r.firstFailure}` : ''}`);
+    }
+    const value = median(rate);
+    addFigure({
+      id: '3', name: `Posthorn ingest: durable send_message (SQLite, ${CONNECTIONS} conns)`, unit: 'msg/s', value, runs: rate,
+      postfix: { label: 'Postfix accepts, 2a', value: postfixAccept }, target: '≥ 10,000 msg/s', met: value >= 10_000,
+      note: refused > 0 ? `${refused} requests were not answered 200 (refused or errors) and are not counted` : undefined,
+    });
+    addFigure({ id: '3', name: 'Posthorn ingest latency p50', unit: 'ms', value: median(p50), runs: p50, digits: 1 });
+    addFigure({ id: '3', name: 'Posthorn ingest latency p99', unit: 'ms', value: median(p99), runs: p99, digits: 1 });
+  });
+  if (profile) profileReports.push(reportProfile('ingest (send_message, role api)', profile));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4 and 5. End to end
+
+async function measureEndToEnd(id: string, label: string, sink: Sink, instance: Instance, postfixRelay: number | null, postfixRss: number | null): Promise<void> {
+  const profile = profileDir ? path.join(profileDir, `e2e-${id}`) : undefined;
+  await withService(instance, { role: 'all', sinkPort: sink.port, cpuProfDir: profile }, async (service) => {
+    const runOnce = async (messages: number): Promise<number> => {
+      const before = sink.count();
+      const load = await sendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: messages });
+      if (load.ok !== messages) throw new Error(`${load.ok} of ${messages} send_message accepted (${load.notOk} refused, ${load.errors} errors): ${load.firstFailure ?? ''}`);
+      const lastAt = await sink.waitForCount(before + messages, deliveryTimeoutMs(messages));
+      return messages / ((lastAt - load.startedAt) / 1000);
+    };
+    await runOnce(Math.min(2000, E2E_MESSAGES)); // warm-up: JIT, SMTP pool open
+    const rates: number[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      rates.push(await runOnce(E2E_MESSAGES));
+      log(`${id} end to end (${label}) run ${i + 1}: ${rates[i].toFixed(0)} msg/s`);
+    }
+    const value = median(rates);
+    const ratio = postfixRelay ? value / postfixRelay : null;
+    addFigure({
+      id, name: `Posthorn end to end, ${label} (${E2E_MESSAGES} msgs, API -> smtp-sink)`, unit: 'msg/s', value, runs: rates,
+      postfix: { label: 'Postfix relays, 2b', value: postfixRelay },
+      target: '≥ 2,500 msg/s and ≥ 3× Postfix', met: value >= 2500 && (ratio === null || ratio >= 3),
+    });
+    const rss = service.rss();
+    if (id === '4') {
+      addFigure({
+        id: '7a', name: 'Peak RSS of the service during 4', unit: 'MiB', value: rss?.peak ?? null, runs: [],
+        postfix: postfixRss === null ? null : { label: 'Postfix processes summed, during 2', value: postfixRss },
+        target: '< 512 MiB', met: rss ? rss.peak < 512 : null,
+      });
+    }
+  });
+  if (profile) profileReports.push(reportProfile(`end to end ${label} (role all)`, profile));
+}
+
+async function createPostgresDatabase(baseUrl: string): Promise<string | { skip: string }> {
+  const name = `posthorn_bench_${process.pid}_${Date.now().toString(36)}`;
+  const admin = new pg.Client({ connectionString: baseUrl, connectionTimeoutMillis: 5000 });
+  try {
+    await admin.connect();
+  } catch (error) {
+    return { skip: `PostgreSQL is not reachable at ${baseUrl.replace(/\/\/[^@]*@/, '//')}: ${(error as Error).message}` };
+  }
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  onCleanup(`database ${name}`, async () => {
+    const c = new pg.Client({ connectionString: baseUrl, connectionTimeoutMillis: 5000 });
+    await c.connect();
+    try {
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    } finally {
+      await c.end();
+    }
+  });
+  const url = new URL(baseUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. History listing
+
+async function measureHistory(): Promise<void> {
+  const instance = await createInstance();
+  log(`6 seeding ${HISTORY_ROWS.toLocaleString('en-US')} transmissions (${HISTORY_PER_MESSAGE} per message) with direct SQL`);
+  const seeded = seedHistory(path.join(instance.dataDir, 'posthorn.db'), { transmissions: HISTORY_ROWS, perMessage: HISTORY_PER_MESSAGE, spreadDays: 20 });
+  log(`6 seeded ${seeded.transmissions} transmissions in ${(seeded.elapsedMs / 1000).toFixed(1)} s`);
+  await withService(instance, { role: 'api' }, async (service) => {
+    const url = `${service.url}/v.1.1/messages_history`;
+    const lastPage = Math.ceil(HISTORY_ROWS / 250);
+    const pages: Array<[string, number]> = [
+      ['first page', 1],
+      [`middle page (${Math.ceil(lastPage / 2)})`, Math.ceil(lastPage / 2)],
+      [`last page (${lastPage})`, lastPage],
+    ];
+    for (const [label, page] of pages) {
+      const body = { api_key: instance.projectKey, arguments: { page, per_page: 250 } };
+      const probe = await timePost(url, body);
+      const records = probe.json?.data?.messages_history;
+      if (probe.status !== 200 || !Array.isArray(records)) throw new Error(`messages_history page ${page}: ${probe.status} ${JSON.stringify(probe.json).slice(0, 300)}`);
+      if (records.length !== 250) log(`6 note: page ${page} returned ${records.length} records, expected 250 (the default date range may not cover all seeded rows)`);
+      const p50: number[] = [];
+      const p99: number[] = [];
+      for (let run = 0; run < RUNS; run++) {
+        const samples: number[] = [];
+        for (let i = 0; i < HISTORY_REQUESTS; i++) samples.push((await timePost(url, body)).ms);
+        p50.push(percentile(samples, 50));
+        p99.push(percentile(samples, 99));
+      }
+      const worst = median(p99);
+      log(`6 history ${label}: p50 ${median(p50).toFixed(1)} ms, p99 ${worst.toFixed(1)} ms (${records.length} records)`);
+      addFigure({ id: '6', name: `messages_history ${label}, p50`, unit: 'ms', value: median(p50), runs: p50, digits: 1 });
+      addFigure({
+        id: '6', name: `messages_history ${label}, p99`, unit: 'ms', value: worst, runs: p99, digits: 1, target: '< 50 ms', met: worst < 50,
+        note: records.length !== 250 ? `page ${page} returned ${records.length} records, not 250` : undefined,
+      });
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Memory with a large queue
+
+async function measureQueuedMemory(sink: Sink): Promise<void> {
+  const instance = await createInstance();
+  // An API-only process queues the transmissions (nothing delivers them yet)...
+  await withService(instance, { role: 'api' }, async (service) => {
+    const load = await sendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: QUEUED });
+    if (load.ok !== QUEUED) throw new Error(`${load.ok} of ${QUEUED} send_message accepted: ${load.firstFailure ?? ''}`);
+    log(`7 queued ${QUEUED} transmissions in ${load.durationS.toFixed(1)} s`);
+  });
+  // ...then a worker-only process drains them to smtp-sink.
+  await withService(instance, { role: 'worker', sinkPort: sink.port }, async (worker) => {
+    const before = sink.count();
+    const started = performance.now();
+    const lastAt = await sink.waitForCount(before + QUEUED, deliveryTimeoutMs(QUEUED));
+    const rate = QUEUED / ((lastAt - started) / 1000);
+    const rss = worker.rss();
+    log(`7 worker drained ${QUEUED} in ${((lastAt - started) / 1000).toFixed(1)} s (${rate.toFixed(0)} msg/s), peak RSS ${rss?.peak.toFixed(0)} MiB`);
+    addFigure({
+      id: '7b', name: `Peak RSS of a worker draining ${QUEUED.toLocaleString('en-US')} queued`, unit: 'MiB', value: rss?.peak ?? null, runs: [],
+      target: '< 512 MiB', met: rss ? rss.peak < 512 : null,
+    });
+    addFigure({ id: '7c', name: `Worker drain rate, ${QUEUED.toLocaleString('en-US')} queued -> smtp-sink`, unit: 'msg/s', value: rate, runs: [] });
+  });
+}
+
+function reportProfile(title: string, dir: string): string {
+  const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')) : [];
+  if (files.length === 0) return `${title}: no profile written`;
+  const file = path.join(dir, files[0]);
+  const text = formatProfile(`${title} [${file}]`, summarizeProfile(file, 25));
+  log(text);
+  return text;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function postgresVersion(baseUrl: string): Promise<string> {
+  const c = new pg.Client({ connectionString: baseUrl, connectionTimeoutMillis: 3000 });
+  try {
+    await c.connect();
+    const r = await c.query<{ server_version: string }>('SHOW server_version');
+    return r.rows[0].server_version;
+  } catch {
+    return 'not reachable';
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
+
+async function main(): Promise<number> {
+  hookSignals();
+  const started = Date.now();
+  const postfixVersion = await ensurePostfix(log);
+  const machine = describeMachine(postfixVersion, await postgresVersion(args['pg-url']!));
+  log(`${machine.cpu}, ${machine.cores} cores, ${machine.ramGiB.toFixed(1)} GiB, Node ${machine.node}, Postfix ${machine.postfix}; load ${machine.loadBefore}`);
+  const sink = await startSink();
+  onCleanup('smtp-sink', () => sink.stop());
+  log(`smtp-sink on 127.0.0.1:${sink.port}`);
+
+  let postfix: PostfixFigures | null = null;
+  if (wanted('1')) await measureCeiling(sink).catch((e) => failed('1', 'Ceiling: smtp-source -> smtp-sink', 'msg/s', e));
+  if (wanted('2')) postfix = await measurePostfixRelay(sink).catch((e) => (failed('2', 'Postfix as a relay', 'msg/s', e), null));
+  if (wanted('3')) await measureIngest(postfix?.accept.value ?? null).catch((e) => failed('3', 'Posthorn ingest', 'msg/s', e, '≥ 10,000 msg/s'));
+  if (wanted('4')) {
+    await createInstance()
+      .then((instance) => measureEndToEnd('4', 'SQLite', sink, instance, postfix?.relay.value ?? null, postfix?.rssMiB ?? null))
+      .catch((e) => failed('4', 'Posthorn end to end, SQLite', 'msg/s', e, '≥ 2,500 msg/s and ≥ 3× Postfix'));
+  }
+  if (wanted('5')) {
+    const name = 'Posthorn end to end, PostgreSQL';
+    try {
+      const url = await createPostgresDatabase(args['pg-url']!);
+      if (typeof url !== 'string') {
+        log(`5 skipped: ${url.skip}`);
+        addFigure({ id: '5', name, unit: 'msg/s', value: null, runs: [], note: `skipped: ${url.skip}` });
+      } else {
+        const check = await migrate(url);
+        if (!check.ok) {
+          const reason = /not built yet/.test(check.output) ? 'the PostgreSQL dialect is not built yet (issue 4)' : `posthorn migrate failed: ${check.output.split('\n').slice(-3).join(' ')}`;
+          log(`5 skipped: ${reason}`);
+          addFigure({ id: '5', name, unit: 'msg/s', value: null, runs: [], note: `skipped: ${reason}` });
+        } else {
+          await measureEndToEnd('5', 'PostgreSQL', sink, await createInstance(url), postfix?.relay.value ?? null, null);
+        }
+      }
+    } catch (e) {
+      failed('5', name, 'msg/s', e, '≥ 2,500 msg/s and ≥ 3× Postfix');
+    }
+  }
+  if (wanted('6')) await measureHistory().catch((e) => failed('6', 'messages_history at 1,000,000', 'ms', e, '< 50 ms'));
+  if (wanted('7')) await measureQueuedMemory(sink).catch((e) => failed('7b', 'Peak RSS with 100,000 queued', 'MiB', e, '< 512 MiB'));
+
+  await runAllCleanups();
+  figures.sort((a, b) => a.id.localeCompare(b.id, 'en', { numeric: true }));
+  const table = formatTable(figures);
+  process.stdout.write(`\n${table}\n`);
+  for (const text of profileReports) process.stdout.write(`\n${text}\n`);
+
+  const command = `npm run bench${process.argv.slice(2).length ? ' -- ' + process.argv.slice(2).join(' ') : ''}`;
+  const settings = [
+    `Posthorn revision ${gitRevision(ROOT)}; the bench took ${((Date.now() - started) / 1000).toFixed(0)} s; ${RUNS} run(s) per figure.`,
+    `Messages: one recipient, ~${MESSAGE_BYTES} bytes of body. smtp-source: ${SMTP_SESSIONS} parallel sessions, connections reused (-d), -l ${MESSAGE_BYTES}.`,
+    `smtp-sink: \`smtp-sink -c -m 1024 127.0.0.1:PORT 1024\` (announces PIPELINING; its running counter tells when the last message is in).`,
+    `Postfix relay (2): a private instance (own config, queue and data directories in a temporary directory), stock settings except: chroot off, local delivery off, relayhost [127.0.0.1]:SINK, no DNS (smtp_dns_support_level = disabled, smtp_host_lookup = native). 2a is smtp-source's time to hand N messages to Postfix (each queued and fsynced by cleanup); 2b is from the first message injected to the last at the sink.`,
+    `Posthorn: \`node bin/posthorn.js serve --port 0 --mailer-host bench.local --transport-map bench.local=127.0.0.1:SINK\`, default settings otherwise (SQLite, WAL, synchronous=FULL, group commit). Load: autocannon, ${CONNECTIONS} keep-alive connections, a distinct uid per request.`,
+    `3 runs \`--role api\` (the ingest path alone), ${INGEST_SECONDS} s per run after a 2 s warm-up; p50/p99 are autocannon's per-request latencies. 4 and 5 run \`--role all\`: ${E2E_MESSAGES} messages per run after a warm-up of 2,000; the figure is messages divided by the time from the first request to the last message at the sink.`,
+    `6: ${HISTORY_ROWS.toLocaleString('en-US')} transmissions (${HISTORY_PER_MESSAGE} per message, created over 20 days) written with direct SQL, then ${HISTORY_REQUESTS} sequential messages_history requests (per_page 250) per page per run.`,
+    `7a: VmHWM of the service process at the end of 4 (Postfix: summed RSS of its master and children sampled every 100 ms during 2; shared pages counted once per process). 7b: ${QUEUED.toLocaleString('en-US')} single-recipient messages queued through the API by a \`--role api\` process, then a \`--role worker\` process drains them to smtp-sink; its VmHWM.`,
+  ];
+  if (!args['no-write']) {
+    const doc = path.join(ROOT, 'docs', 'benchmarks.md');
+    fs.writeFileSync(doc, formatMarkdown(figures, machine, command, settings));
+    log(`wrote ${path.relative(ROOT, doc)}`);
+  }
+  const missed = figures.filter((f) => f.met === false).map((f) => `${f.id} ${f.name}`);
+  if (missed.length) log(`targets missed: ${missed.join('; ')}`);
+  return 0;
+}
+
+main()
+  .then((code) => (process.exitCode = code))
+  .catch(async (error) => {
+    process.stderr.write(`bench: ${(error as Error).stack ?? error}\n`);
+    await runAllCleanups();
+    process.exitCode = 1;
+  });
