@@ -1,5 +1,17 @@
-// DKIM signing keys for outgoing mail (issue 3, "Domains"). STUB: owned by the bounces/domains
-// engineer, who replaces the body; the signature is the contract delivery composes with.
+// DKIM signing keys for outgoing mail (issue 3, "Domains"). Delivery asks findDkimKey for each
+// message and hands the result to Nodemailer's `dkim` option ({domainName, keySelector, privateKey}).
+//
+// Which key: the sending account's domain equal to the From address's domain, else the nearest
+// parent domain the account has (mail From news.example.com is signed d=example.com, which is
+// aligned for DMARC's relaxed mode). Never a bare TLD. No domain: null (the message goes unsigned).
+//
+// Cached per Services for DKIM_CACHE_MS (negative answers too), so a busy worker does not query and
+// decrypt for every message. create_domain/delete_domain in this process forget the account's
+// entries at once; other processes see the change within DKIM_CACHE_MS.
+import type { Services } from '../operations/context.ts';
+import { canonicalDomainName } from '../domain/dns-records.ts';
+import { normalizeAddress } from '../domain/suppression-policy.ts';
+import { findDomainsByName } from '../storage/domains.ts';
 
 export interface DkimKey {
   domainName: string;
@@ -8,10 +20,77 @@ export interface DkimKey {
   privateKey: string;
 }
 
+export const DKIM_CACHE_MS = 60_000;
+const MAX_CACHE_ENTRIES = 10_000;
+
+interface CacheEntry {
+  key: DkimKey | null;
+  expiresAt: number;
+}
+
+// Keyed by the Services object: no state shared between two apps in one process.
+const caches = new WeakMap<Services, Map<string, CacheEntry>>();
+
+function cacheOf(services: Services): Map<string, CacheEntry> {
+  let cache = caches.get(services);
+  if (!cache) {
+    cache = new Map();
+    caches.set(services, cache);
+  }
+  return cache;
+}
+
+/** The From address's domain, canonical, or null when there is none. */
+export function fromDomainOf(fromAddress: string | null): string | null {
+  if (!fromAddress) return null;
+  const address = normalizeAddress(fromAddress);
+  const at = address.lastIndexOf('@');
+  return at < 0 ? null : canonicalDomainName(address.slice(at + 1));
+}
+
+/** The domain and its parents down to two labels, nearest first. */
+function candidatesFor(domain: string): string[] {
+  const labels = domain.split('.');
+  const out: string[] = [];
+  for (let i = 0; i <= labels.length - 2; i++) out.push(labels.slice(i).join('.'));
+  return out;
+}
+
 /**
  * The key to sign with for a message whose From address is `fromAddress`, sent by `accountId`:
  * the account's domain with a key matching the From domain, or null (unsigned). Cached briefly.
  */
-export async function findDkimKey(_services: import('../operations/context.ts').Services, _accountId: number, _fromAddress: string | null): Promise<DkimKey | null> {
-  return null;
+export async function findDkimKey(services: Services, accountId: number, fromAddress: string | null): Promise<DkimKey | null> {
+  const domain = fromDomainOf(fromAddress);
+  if (!domain) return null;
+  const cache = cacheOf(services);
+  const cacheKey = `${accountId}:${domain}`;
+  const now = services.clock.now();
+  const hit = cache.get(cacheKey);
+  if (hit && hit.expiresAt > now) return hit.key;
+
+  const candidates = candidatesFor(domain);
+  const rows = await findDomainsByName(services.store.db, accountId, candidates);
+  const row = candidates.map((name) => rows.find((r) => r.name === name)).find((r) => r !== undefined);
+  let key: DkimKey | null = null;
+  if (row) {
+    try {
+      key = { domainName: row.name, keySelector: row.dkim_selector, privateKey: services.secrets.open(row.dkim_private_key) };
+    } catch {
+      // A key sealed under another secret key (a misconfigured --secret-key). Sending unsigned
+      // beats failing the mail; the operator is told, without key material.
+      services.log.error({ accountId, domain: row.name }, 'DKIM key cannot be decrypted (was --secret-key changed?); sending unsigned');
+    }
+  }
+  if (cache.size >= MAX_CACHE_ENTRIES) cache.clear();
+  cache.set(cacheKey, { key, expiresAt: now + DKIM_CACHE_MS });
+  return key;
+}
+
+/** Drops the cached answers of one account (after its domains changed). */
+export function forgetDkimKeys(services: Services, accountId: number): void {
+  const cache = caches.get(services);
+  if (!cache) return;
+  const prefix = `${accountId}:`;
+  for (const k of cache.keys()) if (k.startsWith(prefix)) cache.delete(k);
 }

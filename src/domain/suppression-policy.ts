@@ -9,11 +9,13 @@ export const SOFT_BOUNCE_WINDOW_MS = 72 * 3_600_000;
 export const SOFT_BOUNCE_BLOCK_MS = 24 * 3_600_000;
 
 /**
- * The form addresses are stored and compared in: trimmed, angle brackets removed, the domain
+ * The form addresses are stored and compared in: trimmed, a display name and angle brackets removed, the domain
  * lower-cased (domains are case-insensitive; local parts, strictly, are not, so they are kept).
  */
 export function normalizeAddress(address: string): string {
-  const bare = address.trim().replace(/^<(.*)>$/, '$1').trim();
+  const trimmed = address.trim();
+  // "Name <a@b.c>" and "<a@b.c>" name the address in the brackets.
+  const bare = (/<([^<>]*)>$/.exec(trimmed)?.[1] ?? trimmed).trim();
   const at = bare.lastIndexOf('@');
   if (at < 0) return bare;
   return `${bare.slice(0, at)}@${bare.slice(at + 1).toLowerCase().replace(/\.$/, '')}`;

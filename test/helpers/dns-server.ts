@@ -29,7 +29,8 @@ export interface DnsName {
   mx?: MxRecord[];
   a?: string[];
   aaaa?: string[];
-  txt?: string[];
+  /** one entry per TXT record; a string[] entry is one record of several strings (each <= 255 bytes, like a long DKIM key) */
+  txt?: Array<string | string[]>;
   cname?: string;
   /** TTL in seconds of every record of this name (default 300) */
   ttl?: number;

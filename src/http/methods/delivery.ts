@@ -1,3 +1,109 @@
+// Delivery configuration methods (issue 3): the suppression list by hand (project key) and sending
+// domains with their DKIM keys and DNS records (account key). docs/domains-and-bounces.md.
+import type { Args } from '../../domain/args.ts';
+import { ApiError } from '../../domain/errors.ts';
+import { formatIsoTime } from '../../domain/time.ts';
+import type { Caller } from '../../operations/context.ts';
+import { checkDomain, createDomain, getDomain, listDomains, removeDomain, type DomainView } from '../../operations/domains.ts';
+import { addToSuppressionList, removeFromSuppressionList } from '../../operations/suppressions.ts';
+import type { Project } from '../../storage/schema.ts';
 import { defineMethods } from './types.ts';
 
-export const deliveryMethods = defineMethods([]);
+function projectOf(caller: Caller): Project {
+  if (!caller.project) throw new ApiError('unauthorized', 'This method needs a project API key.');
+  return caller.project;
+}
+
+/** `address` (one string) and/or `addresses` (an array of strings, or one string). */
+function readAddresses(args: Args): string[] {
+  const out: string[] = [];
+  const one = args.string('address');
+  if (one !== undefined && one.trim() !== '') out.push(one);
+  const many = args.value('addresses');
+  if (typeof many === 'string') {
+    if (many.trim() !== '') out.push(many);
+  } else if (many !== undefined) {
+    const list = args.array('addresses') ?? [];
+    list.forEach((item, i) => {
+      if (typeof item !== 'string') throw args.invalid(`addresses[${i}]`, 'must be a string');
+      if (item.trim() !== '') out.push(item);
+    });
+  }
+  return out;
+}
+
+function presentDomain(view: DomainView) {
+  return {
+    name: view.domain.name,
+    dkim_selector: view.domain.dkim_selector,
+    created_at: formatIsoTime(view.domain.created_at),
+    dns_records: view.records,
+    last_check: view.lastCheck,
+    checked_at: formatIsoTime(view.domain.checked_at),
+  };
+}
+
+function domainName(args: Args): { name: string } {
+  return { name: args.string('name', { required: true }) };
+}
+
+export const deliveryMethods = defineMethods([
+  {
+    name: 'add_to_suppression_list',
+    key: 'project',
+    summary: 'Puts addresses on the project suppression list by hand (status rejected, suppression_state manual).',
+    async run({ services, caller, args }) {
+      const message = args.string('message') ?? null;
+      const entries = await addToSuppressionList(services, projectOf(caller), { addresses: readAddresses(args), message });
+      return { data: { suppression_list: entries } };
+    },
+  },
+  {
+    name: 'remove_from_suppression_list',
+    key: 'project',
+    summary: 'Removes addresses from the project suppression list, whatever put them there.',
+    async run({ services, caller, args }) {
+      return { data: await removeFromSuppressionList(services, projectOf(caller), { addresses: readAddresses(args) }) };
+    },
+  },
+  {
+    name: 'create_domain',
+    key: 'account',
+    summary: 'Adds a sending domain with a new 2048-bit DKIM key; answers the DNS records to publish.',
+    async run({ services, caller, args }) {
+      return { data: { domain: presentDomain(await createDomain(services, caller.account, domainName(args))) } };
+    },
+  },
+  {
+    name: 'list_domains',
+    key: 'account',
+    summary: 'The sending domains of the account, by name.',
+    async run({ services, caller }) {
+      return { data: { domains: (await listDomains(services, caller.account)).map(presentDomain) } };
+    },
+  },
+  {
+    name: 'get_domain',
+    key: 'account',
+    summary: 'One sending domain: its DNS records and the last check.',
+    async run({ services, caller, args }) {
+      return { data: { domain: presentDomain(await getDomain(services, caller.account, domainName(args))) } };
+    },
+  },
+  {
+    name: 'check_domain',
+    key: 'account',
+    summary: "Looks up a domain's DKIM, SPF and return-path records in DNS and reports each as ok, missing, mismatch or error.",
+    async run({ services, caller, args }) {
+      return { data: { domain: presentDomain(await checkDomain(services, caller.account, domainName(args))) } };
+    },
+  },
+  {
+    name: 'delete_domain',
+    key: 'account',
+    summary: 'Removes a sending domain and its DKIM key; its mail goes out unsigned afterwards.',
+    async run({ services, caller, args }) {
+      return { data: { domain: { name: await removeDomain(services, caller.account, domainName(args)), deleted: true } } };
+    },
+  },
+]);

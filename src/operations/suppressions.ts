@@ -1,0 +1,70 @@
+// Managing a project's suppression list by hand (issue 3): add addresses (`rejected`, `manual`) and
+// remove entries (hard, soft or manual). Bounces add entries through storage/suppressions.ts
+// recordBounce; get_suppression_list (reports) reads them, and can present them with
+// presentSuppression below.
+import { ApiError } from '../domain/errors.ts';
+import { isPlausibleAddress, normalizeAddress } from '../domain/suppression-policy.ts';
+import { formatIsoTime } from '../domain/time.ts';
+import type { Project, Suppression } from '../storage/schema.ts';
+import { addManualSuppressions, findSuppressions, removeSuppressions } from '../storage/suppressions.ts';
+import type { Services } from './context.ts';
+
+/** Addresses in one add or remove call. */
+export const MAX_ADDRESSES_PER_CALL = 1000;
+
+export interface SuppressionView {
+  status: string;
+  suppression_state: string;
+  blocked_until: string | null;
+  message: string | null;
+}
+
+/** One entry as get_suppression_list shows it (compatibility.md). */
+export function presentSuppression(row: Suppression): SuppressionView {
+  return { status: row.status, suppression_state: row.suppression_state, blocked_until: formatIsoTime(row.blocked_until), message: row.message };
+}
+
+function checkCount(addresses: readonly string[]): void {
+  if (addresses.length === 0) throw new ApiError('bad_request', 'Missing required argument "address" (or "addresses").');
+  if (addresses.length > MAX_ADDRESSES_PER_CALL) {
+    throw new ApiError('call_error', `Request could not be processed: at most ${MAX_ADDRESSES_PER_CALL} addresses per call, got ${addresses.length}.`);
+  }
+}
+
+/** Adds addresses; answers every given address's entry after the call, keyed by normalized address. */
+export async function addToSuppressionList(
+  services: Services,
+  project: Project,
+  input: { addresses: readonly string[]; message: string | null },
+): Promise<Record<string, SuppressionView>> {
+  checkCount(input.addresses);
+  const addresses = [...new Set(input.addresses.map(normalizeAddress))];
+  const invalid = addresses.find((a) => !isPlausibleAddress(a));
+  if (invalid !== undefined) throw new ApiError('precondition_failed', `Invalid email address "${invalid.slice(0, 320)}".`);
+  const message = input.message ?? 'Added manually';
+  const now = services.clock.now();
+  const rows = await services.store.write(async (trx) => {
+    await addManualSuppressions(trx, project.id, addresses, message.slice(0, 1000), now);
+    return findSuppressions(trx, project.id, addresses);
+  });
+  return Object.fromEntries(rows.map((r) => [r.address, presentSuppression(r)]));
+}
+
+export interface RemovalResult {
+  removed: string[];
+  not_found: string[];
+}
+
+/** Removes entries; 404 when none of the addresses was on the list. */
+export async function removeFromSuppressionList(services: Services, project: Project, input: { addresses: readonly string[] }): Promise<RemovalResult> {
+  checkCount(input.addresses);
+  const addresses = [...new Set(input.addresses.map(normalizeAddress))];
+  const removed = await services.store.write((trx) => removeSuppressions(trx, project.id, addresses));
+  const gone = new Set(removed);
+  const notFound = addresses.filter((a) => !gone.has(a));
+  if (removed.length === 0) {
+    const shown = notFound.slice(0, 5).join(', ') + (notFound.length > 5 ? `, and ${notFound.length - 5} more` : '');
+    throw new ApiError('not_found', `Not on the suppression list: ${shown}.`);
+  }
+  return { removed, not_found: notFound };
+}
