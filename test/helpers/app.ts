@@ -57,6 +57,10 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     bounceDomain: 'bounces.posthorn.test',
     publicUrl: 'http://127.0.0.1:0',
     secretKey: 'test-secret-key',
+    // Delivery is off unless a test asks for it (workers > 0), and never resolves through the
+    // system's DNS: tests route through a transport map, a relay or a test DNS server.
+    workers: 0,
+    dnsServers: ['127.0.0.1:9'],
     ...opts.config,
   }) as Config;
   let app: App;

@@ -1,0 +1,99 @@
+// MIME composition with Nodemailer's MailComposer, once per message.
+//
+// The expensive part of a message (parts, attachments re-encoded, the Message-ID and Date fixed at
+// acceptance) is built ONCE per distinct content and cached by the caller; what differs per
+// recipient is only the To header, which is prepended as one line (header order carries no
+// meaning, RFC 5322 3.6). Content differs per recipient only when the message has {{variables}}
+// (then one build per distinct set of recipient variables) or when tracking rewrites the HTML (then
+// one build per transmission).
+import { domainToASCII } from 'node:url';
+import MailComposer from 'nodemailer/lib/mail-composer/index.js';
+import addressparser from 'nodemailer/lib/addressparser/index.js';
+import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
+import type { MessagePayload } from '../domain/message-payload.ts';
+import { renderVariables, type Variables } from '../domain/variables.ts';
+
+export interface ComposedMime {
+  /** the whole message except the To header */
+  mime: Buffer;
+  /** the bare address of the rendered From header (DKIM key lookup), or null */
+  fromAddress: string | null;
+}
+
+/** True when any part of the content has a {{variable}}: content then differs per recipient. */
+export function payloadHasVariables(payload: MessagePayload): boolean {
+  const texts = [payload.from, payload.subject, payload.text, payload.html, ...Object.values(payload.headers ?? {})];
+  return texts.some((t) => typeof t === 'string' && t.includes('{{'));
+}
+
+export async function composeMime(
+  payload: MessagePayload,
+  variables: Variables,
+  opts: { date: Date; transformHtml?: (html: string) => string },
+): Promise<ComposedMime> {
+  const render = (text: string | null | undefined) => (typeof text === 'string' ? renderVariables(text, variables) : undefined);
+  const from = render(payload.from);
+  let html = render(payload.html);
+  if (html !== undefined && opts.transformHtml) html = opts.transformHtml(html);
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(payload.headers ?? {})) {
+    // To is ours (per recipient, prepended); everything else goes as given.
+    if (name.toLowerCase() === 'to') continue;
+    headers[name] = renderVariables(value, variables);
+  }
+  const composer = new MailComposer({
+    from,
+    subject: render(payload.subject),
+    text: render(payload.text),
+    html,
+    headers,
+    messageId: payload.messageId,
+    date: opts.date,
+    attachments: (payload.attachments ?? []).map((a) => ({
+      filename: a.filename,
+      contentType: a.contentType,
+      content: a.content,
+      encoding: 'base64',
+    })),
+    // The accepted content is data: never let it name files or URLs to embed.
+    disableFileAccess: true,
+    disableUrlAccess: true,
+  });
+  const mime = await composer.compile().build();
+  return { mime, fromAddress: firstAddress(from) };
+}
+
+/** The message for one recipient: its To header line, then the shared MIME. */
+export function addressedMime(composed: ComposedMime, recipient: string, recipientName: string | null): Buffer {
+  return Buffer.concat([Buffer.from(`To: ${formatAddressHeader(recipient, recipientName)}\r\n`, 'utf8'), composed.mime]);
+}
+
+/** "Name <address>" for a header: the name quoted or RFC 2047-encoded as needed. */
+export function formatAddressHeader(address: string, name: string | null): string {
+  const bare = address.replace(/[\r\n<>]/g, '');
+  const cleanName = (name ?? '').replace(/[\r\n]+/g, ' ').trim();
+  if (!cleanName) return `<${bare}>`;
+  let shown: string;
+  if (!mimeFuncs.isPlainText(cleanName)) shown = mimeFuncs.encodeWords(cleanName, 'Q', 52);
+  else if (/^[\w !#$%&'*+\-/=?^`{|}~]+$/.test(cleanName)) shown = cleanName;
+  else shown = `"${cleanName.replace(/(["\\])/g, '\\$1')}"`;
+  return `${shown} <${bare}>`;
+}
+
+function firstAddress(header: string | undefined): string | null {
+  if (!header) return null;
+  const parsed = addressparser(header, { flatten: true });
+  return parsed[0]?.address || null;
+}
+
+/**
+ * The address as it goes into RCPT TO: the domain in its ASCII (IDNA) form; the local part as
+ * given (Nodemailer announces SMTPUTF8 when it needs to). Null when there is no domain.
+ */
+export function envelopeAddress(address: string): { address: string; domain: string } | null {
+  const at = address.lastIndexOf('@');
+  if (at <= 0 || at === address.length - 1) return null;
+  const domain = domainToASCII(address.slice(at + 1).trim().toLowerCase());
+  if (!domain) return null;
+  return { address: `${address.slice(0, at)}@${domain}`, domain };
+}

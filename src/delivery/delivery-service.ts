@@ -1,0 +1,321 @@
+// The delivery worker: claims due transmissions under a lease, delivers each one outside any
+// transaction, and finishes it under the lease. Per transmission the policy reads as a list:
+//
+//   load message -> suppressed? -> route (relay | transport map | MX) -> compose -> SMTP -> record
+//
+// Concurrency: at most config.workers transmissions in flight. Claims are batched (a claim waits
+// until a quarter of the slots are free, unless nothing is in flight) so that one claim statement
+// feeds many deliveries; finishes are one store.write each, which SQLite's group commit folds into
+// one transaction per event-loop turn. The worker wakes on store.wake('transmissions') (new mail),
+// and polls every config.pollMs for retries coming due and leases expiring.
+//
+// Every send may happen twice (a lease can expire under a slow send, a process can die after the
+// 250 and before the finish): the Message-ID is fixed at acceptance so receivers can de-duplicate.
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import { performance } from 'node:perf_hooks';
+import type { BackgroundService } from '../background.ts';
+import { classifySmtpReply, type OutcomeKind } from '../domain/classify-smtp-reply.ts';
+import { decideRetry, parseRetrySchedule, type RetryPolicy } from '../domain/retry-policy.ts';
+import { formatIsoTime } from '../domain/time.ts';
+import type { Services } from '../operations/context.ts';
+import { claimDueTransmissions, finishTransmission, releaseTransmissions, type ClaimedTransmission, type FinishState } from '../storage/delivery-queue.ts';
+import { recordEvent, type EventType } from '../storage/events.ts';
+import { findActiveSuppression, recordBounce } from '../storage/suppressions.ts';
+import { addressedMime, envelopeAddress } from './compose.ts';
+import { DnsResolver } from './dns-resolver.ts';
+import { MessageContexts, type MessageContext } from './message-contexts.ts';
+import { Router } from './routes.ts';
+import { SmtpClient } from './smtp-client.ts';
+import { returnPathFor, verpTagKey } from './verp.ts';
+
+/** The result of one delivery attempt, as a value. */
+export interface DeliveryOutcome {
+  kind: OutcomeKind;
+  resultCode: string;
+  resultMessage: string;
+  /** counts against the address on the suppression list */
+  bounce: 'hard' | 'soft' | null;
+  /** the host talked to, null when none was */
+  host: string | null;
+  durationMs: number;
+}
+
+/** Largest claim in one statement. */
+const MAX_CLAIM = 500;
+/** How long stop() waits for deliveries in flight before giving their rows back. */
+const STOP_GRACE_MS = 10_000;
+/** Webhook wake-ups are coalesced to at most one per this interval. */
+const EVENTS_WAKE_MS = 20;
+
+export class DeliveryService implements BackgroundService {
+  readonly name = 'delivery';
+  readonly workerId = `${os.hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  private readonly policy: RetryPolicy;
+  private readonly contexts: MessageContexts;
+  private readonly router: Router;
+  private readonly smtp: SmtpClient;
+  private readonly inFlight = new Map<number, Promise<void>>();
+  private claiming = false;
+  /** the last claim was full, or a wake-up came since: there may be more due rows */
+  private moreDue = true;
+  private wokeDuringClaim = false;
+  private stopping = false;
+  private pollTimer: NodeJS.Timeout | null = null;
+  private unlisten: (() => Promise<void>) | null = null;
+  private eventsWakeTimer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly services: Services) {
+    const { config, log } = services;
+    const delays = parseRetrySchedule(config.retrySchedule);
+    if (!delays) throw new Error(`--retry-schedule must be durations separated by commas, like "1m,5m,1h", got "${config.retrySchedule}"`);
+    this.policy = { delaysMs: delays, maxRetryAgeMs: config.maxRetryAgeMs };
+    this.contexts = new MessageContexts(services);
+    const dns = new DnsResolver({ servers: config.dnsServers, clock: services.clock, timeoutMs: Math.min(config.connectTimeoutMs, 5000) });
+    this.router = new Router(dns, config);
+    this.smtp = new SmtpClient({
+      ehloName: config.ehloName,
+      requireTls: config.requireTls,
+      maxConnectionsPerDestination: config.maxConnectionsPerDestination,
+      maxConnections: config.maxConnections,
+      connectTimeoutMs: config.connectTimeoutMs,
+      greetingTimeoutMs: config.greetingTimeoutMs,
+      socketTimeoutMs: config.socketTimeoutMs,
+      log,
+    });
+  }
+
+  async start(): Promise<void> {
+    this.unlisten = await this.services.store.onWake('transmissions', () => this.wake());
+    this.pollTimer = setInterval(() => this.wake(), Math.max(10, this.services.config.pollMs));
+    this.pollTimer.unref();
+    this.wake();
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    await this.unlisten?.();
+    const drained = Promise.allSettled([...this.inFlight.values()]);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([drained, new Promise((resolve) => (timer = setTimeout(resolve, STOP_GRACE_MS)))]);
+    clearTimeout(timer);
+    if (this.inFlight.size > 0) {
+      // Give the rows still in flight back so the next process need not wait for their leases. A
+      // send that completes after this may be repeated: the fixed Message-ID lets receivers tell.
+      const ids = [...this.inFlight.keys()];
+      this.services.log.warn({ inFlight: ids.length }, 'delivery stopped with transmissions in flight; releasing them');
+      await this.services.store.write((trx) => releaseTransmissions(trx, this.workerId, ids, this.services.clock.now())).catch(() => {});
+    }
+    if (this.eventsWakeTimer) {
+      clearTimeout(this.eventsWakeTimer);
+      this.services.store.wake('events');
+    }
+    this.smtp.close();
+  }
+
+  /** New work may be due: claim if there are free slots. */
+  wake(): void {
+    this.moreDue = true;
+    if (this.claiming) this.wokeDuringClaim = true;
+    else void this.fill();
+  }
+
+  /**
+   * Claims what is due now (up to the free slots), delivers it and waits for those deliveries.
+   * Tests drive the worker with this and a ManualClock instead of sleeping.
+   */
+  async runOnce(): Promise<number> {
+    const claimed = await this.claim(this.services.config.workers - this.inFlight.size);
+    await Promise.all(claimed.map((t) => this.launch(t)));
+    return claimed.length;
+  }
+
+  private async fill(): Promise<void> {
+    if (this.claiming || this.stopping) return;
+    this.claiming = true;
+    try {
+      const workers = Math.max(1, this.services.config.workers);
+      const batchThreshold = Math.max(1, Math.floor(workers / 4));
+      while (!this.stopping && this.moreDue) {
+        const free = workers - this.inFlight.size;
+        if (free <= 0 || (this.inFlight.size > 0 && free < batchThreshold)) break;
+        this.wokeDuringClaim = false;
+        const limit = Math.min(free, MAX_CLAIM);
+        const claimed = await this.claim(limit);
+        for (const t of claimed) void this.launch(t);
+        if (claimed.length < limit && !this.wokeDuringClaim) this.moreDue = false;
+      }
+    } catch (error) {
+      this.services.log.error({ err: error }, 'claiming transmissions failed');
+    } finally {
+      this.claiming = false;
+    }
+  }
+
+  private async claim(limit: number): Promise<ClaimedTransmission[]> {
+    if (limit <= 0) return [];
+    const { store, config, clock } = this.services;
+    const claimed = await store.write((trx) =>
+      claimDueTransmissions(trx, { worker: this.workerId, now: clock.now(), leaseMs: config.leaseMs, limit, skipLocked: store.dialect.skipLocked }),
+    );
+    if (claimed.length > 0) this.pendingContexts = this.contexts.load(claimed);
+    return claimed;
+  }
+
+  /** The contexts of the latest claimed batch, loading. */
+  private pendingContexts: Promise<Map<number, MessageContext>> = Promise.resolve(new Map());
+
+  private launch(t: ClaimedTransmission): Promise<void> {
+    const contexts = this.pendingContexts;
+    const delivery = this.deliverAndRecord(t, contexts).finally(() => {
+      this.inFlight.delete(t.id);
+      if (this.moreDue && !this.stopping) void this.fill();
+    });
+    this.inFlight.set(t.id, delivery);
+    return delivery;
+  }
+
+  private async deliverAndRecord(t: ClaimedTransmission, contexts: Promise<Map<number, MessageContext>>): Promise<void> {
+    const startedAt = this.services.clock.now();
+    const started = performance.now();
+    let context: MessageContext | undefined;
+    let outcome: DeliveryOutcome;
+    try {
+      context = (await contexts).get(t.message_id);
+      if (!context) {
+        // The batch load failed or missed it: load this one alone.
+        context = (await this.contexts.load([t])).get(t.message_id);
+      }
+      if (!context) throw new Error(`message ${t.message_id} of transmission ${t.id} not found`);
+      outcome = await this.deliver(t, context, started);
+    } catch (error) {
+      // A throw past the adapters is a defect: log it, defer the transmission, record it.
+      this.services.log.error({ err: error, transmission: t.id }, 'delivery defect');
+      outcome = { kind: 'deferred', resultCode: 'INTERNAL_ERROR', resultMessage: 'internal error during delivery (logged)', bounce: null, host: null, durationMs: elapsed(started) };
+    }
+    try {
+      await this.record(t, context, outcome, startedAt);
+    } catch (error) {
+      // The lease still holds the row; it is retried when the lease expires.
+      this.services.log.error({ err: error, transmission: t.id }, 'recording a delivery outcome failed');
+    }
+  }
+
+  /** The policy of one transmission, step by step. */
+  private async deliver(t: ClaimedTransmission, context: MessageContext, started: number): Promise<DeliveryOutcome> {
+    const { services } = this;
+    const recipient = envelopeAddress(context.payload.recipientOverride ?? t.recipient);
+    if (!recipient) return localOutcome('failed', 'INVALID_RECIPIENT', `not a deliverable address: ${t.recipient}`, started);
+
+    const suppression = await findActiveSuppression(services.store.db, t.project_id, recipient.address, services.clock.now());
+    if (suppression) {
+      const why = suppression.status === 'rejected' ? 'on the suppression list' : `suppressed until ${formatIsoTime(suppression.blocked_until)}`;
+      return localOutcome('failed', 'SUPPRESSED', `${recipient.address} is ${why} (${suppression.suppression_state})`, started);
+    }
+
+    const route = await this.router.route(recipient.domain);
+    if (route.kind !== 'route') return localOutcome(route.kind, route.resultCode, route.resultMessage, started);
+
+    const composed = await this.contexts.compose(context, t);
+    const raw = addressedMime(composed, t.recipient, t.recipient_name);
+    const envelope = { from: returnPathFor(services.config.bounceDomain, t.id, verpTagKey(services)), to: recipient.address };
+    const sent = await this.smtp.sendVia(route.destinations, envelope, raw, composed.dkim);
+    return { ...classifySmtpReply(sent), host: sent.host || null, durationMs: elapsed(started) };
+  }
+
+  /** Attempt row + transmission state + bounce + event, in one transaction, under the lease. */
+  private async record(t: ClaimedTransmission, context: MessageContext | undefined, outcome: DeliveryOutcome, startedAt: number): Promise<void> {
+    const { services } = this;
+    const now = services.clock.now();
+    let state: FinishState;
+    let resultMessage = outcome.resultMessage;
+    let eventType: EventType;
+    let kind = outcome.kind;
+    if (outcome.kind === 'sent') {
+      state = { status: 'completed', at: now };
+      eventType = 'delivered';
+    } else if (outcome.kind === 'failed') {
+      state = { status: 'failed', at: now };
+      eventType = outcome.bounce === 'hard' ? 'bounced' : 'failed';
+    } else {
+      const decision = decideRetry(this.policy, { createdAt: t.created_at, now, failedAttempts: t.attempts + 1 });
+      if (decision.kind === 'retry') {
+        state = { status: 'retry', nextAttemptAt: decision.nextAttemptAt };
+        eventType = 'retry';
+      } else {
+        state = { status: 'failed', at: now };
+        resultMessage = `${decision.reason}; last: ${outcome.resultMessage}`;
+        eventType = 'failed';
+        kind = 'failed';
+      }
+    }
+    const address = context?.payload.recipientOverride ?? t.recipient;
+    const recorded = await services.store.write(async (trx) => {
+      const attempts = await finishTransmission(trx, {
+        id: t.id,
+        worker: this.workerId,
+        now,
+        state,
+        resultCode: outcome.resultCode,
+        resultMessage,
+        attempt: { startedAt, durationMs: Math.round(outcome.durationMs), mxHost: outcome.host, outcome: outcome.kind },
+      });
+      if (attempts === null) return false;
+      if (outcome.bounce) {
+        await recordBounce(trx, { projectId: t.project_id, address, kind: outcome.bounce, message: `${outcome.resultCode} ${outcome.resultMessage}`, now, transmissionId: t.id });
+      }
+      if (context) {
+        await recordEvent(trx, {
+          accountId: context.accountId,
+          projectId: t.project_id,
+          type: eventType,
+          payload: {
+            transmission_id: t.id,
+            message_id: context.id,
+            message_uid: context.uid,
+            unique_id: context.uniqueId,
+            project_uid: context.projectUid,
+            recipient: t.recipient,
+            delivered_to: address,
+            status: state.status,
+            outcome: kind,
+            result_code: outcome.resultCode,
+            result_message: resultMessage,
+            host: outcome.host,
+            attempts,
+            created_at: formatIsoTime(t.created_at),
+            occurred_at: formatIsoTime(now),
+            next_attempt_at: state.status === 'retry' ? formatIsoTime(state.nextAttemptAt) : null,
+            variables: this.contexts.variablesOf(context, t),
+          },
+          now,
+        });
+      }
+      return true;
+    });
+    if (!recorded) {
+      services.log.warn({ transmission: t.id, outcome: outcome.kind }, 'lease lost before the outcome was recorded; the new holder owns the transmission');
+      return;
+    }
+    this.wakeEvents();
+  }
+
+  private wakeEvents(): void {
+    if (this.eventsWakeTimer) return;
+    this.eventsWakeTimer = setTimeout(() => {
+      this.eventsWakeTimer = null;
+      this.services.store.wake('events');
+    }, EVENTS_WAKE_MS);
+    this.eventsWakeTimer.unref();
+  }
+}
+
+function elapsed(started: number): number {
+  return performance.now() - started;
+}
+
+function localOutcome(kind: OutcomeKind, resultCode: string, resultMessage: string, started: number): DeliveryOutcome {
+  return { kind, resultCode, resultMessage, bounce: null, host: null, durationMs: elapsed(started) };
+}

@@ -1,0 +1,177 @@
+// What delivery needs of a message, loaded once for all its transmissions: the accepted payload,
+// the project and account it belongs to, whether tracking applies, and its composed MIME.
+//
+// The cache is bounded (entries and payload bytes), least recently used out first. A claimed batch
+// is loaded with ONE query for the messages not cached yet. Composition is cached per distinct
+// content: one build per message, or per distinct set of recipient variables when the content has
+// {{variables}}; never cached when tracking makes every transmission's HTML its own.
+import type { Services } from '../operations/context.ts';
+import { parsePayload, type MessagePayload } from '../domain/message-payload.ts';
+import { mergeVariables, type Variables } from '../domain/variables.ts';
+import type { ClaimedTransmission } from '../storage/delivery-queue.ts';
+import { composeMime, payloadHasVariables, type ComposedMime } from './compose.ts';
+import { findDkimKey, type DkimKey } from './dkim.ts';
+import { applyTracking } from './tracking.ts';
+import { trackingSigningKey } from './tracking-key.ts';
+
+export interface MessageContext {
+  id: number;
+  uid: string;
+  uniqueId: string;
+  projectId: number;
+  projectUid: string;
+  accountId: number;
+  createdAt: number;
+  payload: MessagePayload;
+  hasVariables: boolean;
+  tracking: boolean;
+  /** composed variants: '' for the shared content, else the recipient's variables JSON */
+  variants: Map<string, Promise<ComposedVariant>>;
+  bytes: number;
+}
+
+export interface ComposedVariant extends ComposedMime {
+  dkim: DkimKey | null;
+}
+
+const MAX_ENTRIES = 5_000;
+const MAX_BYTES = 128 * 1024 * 1024;
+
+export class MessageContexts {
+  private readonly cache = new Map<number, MessageContext>();
+  private bytes = 0;
+
+  constructor(private readonly services: Services) {}
+
+  /** Loads the contexts of a claimed batch (one query for those not cached). */
+  async load(claimed: readonly ClaimedTransmission[]): Promise<Map<number, MessageContext>> {
+    const out = new Map<number, MessageContext>();
+    const missing = new Set<number>();
+    for (const t of claimed) {
+      const hit = this.cache.get(t.message_id);
+      if (hit) {
+        this.touch(hit);
+        out.set(t.message_id, hit);
+      } else missing.add(t.message_id);
+    }
+    if (missing.size > 0) {
+      const rows = await this.services.store.db
+        .selectFrom('messages')
+        .innerJoin('projects', 'projects.id', 'messages.project_id')
+        .select([
+          'messages.id as id',
+          'messages.uid as uid',
+          'messages.unique_id as unique_id',
+          'messages.project_id as project_id',
+          'messages.created_at as created_at',
+          'messages.payload as payload',
+          'projects.uid as project_uid',
+          'projects.account_id as account_id',
+          'projects.settings as settings',
+        ])
+        .where('messages.id', 'in', [...missing])
+        .execute();
+      for (const row of rows) {
+        const payload = parsePayload(row.payload);
+        const context: MessageContext = {
+          id: row.id,
+          uid: row.uid,
+          uniqueId: row.unique_id,
+          projectId: row.project_id,
+          projectUid: row.project_uid,
+          accountId: row.account_id,
+          createdAt: row.created_at,
+          payload,
+          hasVariables: payloadHasVariables(payload),
+          tracking: this.trackingApplies(payload, row.settings),
+          variants: new Map(),
+          bytes: row.payload.length,
+        };
+        this.remember(context);
+        out.set(row.id, context);
+      }
+    }
+    return out;
+  }
+
+  /** The MIME of a transmission (without its To line), composed or from the cache. */
+  compose(context: MessageContext, t: ClaimedTransmission): Promise<ComposedVariant> {
+    const variables = this.variablesOf(context, t);
+    if (context.tracking && context.payload.html) {
+      return this.build(context, variables, (html) =>
+        applyTracking(html, { transmissionId: t.id, publicUrl: this.services.config.publicUrl }, trackingSigningKey(this.services)),
+      );
+    }
+    const key = context.hasVariables ? (t.variables ?? '') : '';
+    let variant = context.variants.get(key);
+    if (!variant) {
+      variant = this.build(context, variables);
+      context.variants.set(key, variant);
+      // A failed build is not cached: the next transmission tries again.
+      variant.then(
+        (v) => {
+          context.bytes += v.mime.length;
+          if (this.cache.get(context.id) === context) {
+            this.bytes += v.mime.length;
+            this.evict();
+          }
+        },
+        () => context.variants.delete(key),
+      );
+    }
+    return variant;
+  }
+
+  /** Global variables overridden by the recipient's own. */
+  variablesOf(context: MessageContext, t: ClaimedTransmission): Variables {
+    let own: Variables | null = null;
+    if (t.variables) {
+      try {
+        const parsed = JSON.parse(t.variables);
+        if (parsed && typeof parsed === 'object') own = parsed as Variables;
+      } catch {
+        own = null;
+      }
+    }
+    return mergeVariables(context.payload.variables ?? {}, own);
+  }
+
+  private async build(context: MessageContext, variables: Variables, transformHtml?: (html: string) => string): Promise<ComposedVariant> {
+    const composed = await composeMime(context.payload, variables, { date: new Date(context.createdAt), transformHtml });
+    const dkim = composed.fromAddress ? await findDkimKey(this.services, context.accountId, composed.fromAddress) : null;
+    return { ...composed, dkim };
+  }
+
+  /** payload.tracking decides; null/absent defers to the project's settings; config.tracking gates all. */
+  private trackingApplies(payload: MessagePayload, settingsJson: string): boolean {
+    if (!this.services.config.tracking) return false;
+    if (payload.tracking === true) return true;
+    if (payload.tracking === false) return false;
+    try {
+      return (JSON.parse(settingsJson) as { tracking?: unknown }).tracking === true;
+    } catch {
+      return false;
+    }
+  }
+
+  private touch(context: MessageContext): void {
+    this.cache.delete(context.id);
+    this.cache.set(context.id, context);
+  }
+
+  private remember(context: MessageContext): void {
+    const old = this.cache.get(context.id);
+    if (old) this.bytes -= old.bytes;
+    this.cache.set(context.id, context);
+    this.bytes += context.bytes;
+    this.evict();
+  }
+
+  private evict(): void {
+    while (this.cache.size > MAX_ENTRIES || (this.bytes > MAX_BYTES && this.cache.size > 1)) {
+      const oldest = this.cache.values().next().value as MessageContext;
+      this.cache.delete(oldest.id);
+      this.bytes -= oldest.bytes;
+    }
+  }
+}

@@ -1,0 +1,231 @@
+// The SMTP adapter: Nodemailer's pooled client, one pool per destination (address, port, TLS mode,
+// credentials), and the translation of whatever happened on the wire into an SmtpExchange value.
+// Nothing here throws for a delivery problem; a throw out of send() is a defect.
+//
+// Limits:
+// - per destination: at most maxConnectionsPerDestination connections (the pool's maxConnections),
+//   and no more transactions in flight than that (a semaphore in front of the pool, so a busy
+//   destination queues here instead of holding global slots);
+// - in total: at most maxConnections SMTP transactions in flight across all destinations. Idle
+//   pooled connections close after socketTimeoutMs of inactivity (the server's or ours), and a pool
+//   unused for POOL_IDLE_MS is closed whole.
+// - many messages per connection (MESSAGES_PER_CONNECTION), then a fresh connection.
+//
+// TLS: STARTTLS whenever the server offers it (opportunistic, certificates not verified: Postfix's
+// "may" level, because an unverified encryption still beats plain text); with requireTls, STARTTLS
+// is mandatory and the certificate must verify against the destination's host name (Postfix's
+// "verify"), otherwise the attempt is deferred with TLS_REQUIRED / TLS_FAILED.
+import nodemailer, { type Transporter } from 'nodemailer';
+import net from 'node:net';
+import type { Logger } from 'pino';
+import { splitReply, type SmtpExchange, type SmtpStage } from '../domain/classify-smtp-reply.ts';
+import type { DkimKey } from './dkim.ts';
+import type { Destination } from './routes.ts';
+
+export const MESSAGES_PER_CONNECTION = 1000;
+const POOL_IDLE_MS = 60_000;
+
+export interface SmtpClientOptions {
+  ehloName: string;
+  requireTls: boolean;
+  maxConnectionsPerDestination: number;
+  maxConnections: number;
+  connectTimeoutMs: number;
+  greetingTimeoutMs: number;
+  socketTimeoutMs: number;
+  log: Logger;
+}
+
+export interface Envelope {
+  from: string;
+  to: string;
+}
+
+export interface SendResult extends SmtpExchange {
+  /** the destination's host name (what the attempt records) */
+  host: string;
+}
+
+/** A counting semaphore: acquire() resolves when a slot is free. */
+class Semaphore {
+  private waiting: Array<() => void> = [];
+  constructor(private free: number) {}
+  get busy(): boolean {
+    return this.waiting.length > 0;
+  }
+  acquire(): Promise<void> {
+    if (this.free > 0) {
+      this.free--;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+  release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.free++;
+  }
+}
+
+interface Pool {
+  transport: Transporter;
+  slots: Semaphore;
+  inFlight: number;
+  lastUsedMs: number;
+}
+
+export class SmtpClient {
+  private readonly pools = new Map<string, Pool>();
+  private readonly total: Semaphore;
+  private readonly sweeper: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(private readonly opts: SmtpClientOptions) {
+    this.total = new Semaphore(Math.max(1, opts.maxConnections));
+    this.sweeper = setInterval(() => this.closeIdlePools(), POOL_IDLE_MS / 2);
+    this.sweeper.unref();
+  }
+
+  /**
+   * Sends one message to the destinations in order: the next one is tried only when a destination
+   * could not be talked to at all (refused, unreachable, timed out before its greeting, or a 421
+   * greeting). Any reply to the transaction itself ends the attempt.
+   */
+  async sendVia(destinations: readonly Destination[], envelope: Envelope, raw: Buffer, dkim: DkimKey | null): Promise<SendResult> {
+    let last: SendResult | null = null;
+    for (const destination of destinations) {
+      last = await this.send(destination, envelope, raw, dkim);
+      if (!isConnectionFailure(last)) return last;
+    }
+    return last ?? { code: null, text: 'no destination to try', stage: 'connect', failure: 'unreachable', host: '' };
+  }
+
+  async send(destination: Destination, envelope: Envelope, raw: Buffer, dkim: DkimKey | null): Promise<SendResult> {
+    if (this.closed) return { code: null, text: 'delivery is shutting down', stage: 'connect', failure: 'dropped', host: destination.name };
+    const pool = this.poolFor(destination);
+    pool.inFlight++;
+    await pool.slots.acquire();
+    await this.total.acquire();
+    try {
+      const info = await pool.transport.sendMail({
+        envelope: { from: envelope.from, to: [envelope.to] },
+        raw,
+        ...(dkim ? { dkim: { domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey } } : {}),
+      });
+      const reply = splitReply(String(info.response ?? ''));
+      return { code: reply.code ?? 250, text: reply.text, stage: 'message', host: destination.name };
+    } catch (error) {
+      return { ...exchangeFromError(error), host: destination.name };
+    } finally {
+      this.total.release();
+      pool.slots.release();
+      pool.inFlight--;
+      pool.lastUsedMs = Date.now();
+    }
+  }
+
+  private poolFor(d: Destination): Pool {
+    const key = `${d.address}|${d.port}|${d.name}|${d.secure ? 's' : 'p'}|${d.auth?.user ?? ''}`;
+    let pool = this.pools.get(key);
+    if (pool) return pool;
+    const verify = this.opts.requireTls;
+    const transport = nodemailer.createTransport({
+      pool: true,
+      host: d.address,
+      port: d.port,
+      secure: d.secure,
+      name: this.opts.ehloName,
+      requireTLS: verify && !d.secure,
+      tls: {
+        rejectUnauthorized: verify,
+        // SNI and certificate checks against the host's name, never the IP connected to.
+        ...(net.isIP(d.name) ? {} : { servername: d.name }),
+      },
+      auth: d.auth ? { user: d.auth.user, pass: d.auth.pass } : undefined,
+      maxConnections: Math.max(1, this.opts.maxConnectionsPerDestination),
+      maxMessages: MESSAGES_PER_CONNECTION,
+      // A connection closed under a message is retried once on a fresh connection (a pooled
+      // connection the server closed while idle), then reported: nodemailer's default would
+      // requeue without end.
+      maxRequeues: 1,
+      connectionTimeout: this.opts.connectTimeoutMs,
+      greetingTimeout: this.opts.greetingTimeoutMs,
+      socketTimeout: this.opts.socketTimeoutMs,
+      disableFileAccess: true,
+      disableUrlAccess: true,
+      logger: false,
+      debug: false,
+    } as nodemailer.TransportOptions);
+    pool = { transport, slots: new Semaphore(Math.max(1, this.opts.maxConnectionsPerDestination)), inFlight: 0, lastUsedMs: Date.now() };
+    this.pools.set(key, pool);
+    return pool;
+  }
+
+  private closeIdlePools(): void {
+    const now = Date.now();
+    for (const [key, pool] of this.pools) {
+      if (pool.inFlight === 0 && now - pool.lastUsedMs > POOL_IDLE_MS) {
+        this.pools.delete(key);
+        pool.transport.close();
+      }
+    }
+  }
+
+  /** Closes every pool (connections finishing a message close after it). */
+  close(): void {
+    this.closed = true;
+    clearInterval(this.sweeper);
+    for (const pool of this.pools.values()) pool.transport.close();
+    this.pools.clear();
+  }
+}
+
+/** True when the server was never talked to (or turned us away at the greeting): try the next host. */
+export function isConnectionFailure(result: SmtpExchange): boolean {
+  if (result.stage !== 'connect' && result.stage !== 'greeting') return false;
+  if (result.code === null) return result.failure === 'refused' || result.failure === 'timeout' || result.failure === 'unreachable' || result.failure === 'dropped';
+  return result.code === 421 || (result.code >= 400 && result.code < 500);
+}
+
+const STAGES: Record<string, SmtpStage> = {
+  CONN: 'connect',
+  EHLO: 'ehlo',
+  HELO: 'ehlo',
+  LHLO: 'ehlo',
+  STARTTLS: 'starttls',
+  'MAIL FROM': 'mail',
+  'RCPT TO': 'rcpt',
+  RSET: 'mail',
+};
+
+interface NodemailerError {
+  code?: string;
+  command?: string;
+  response?: string;
+  responseCode?: number;
+  message?: string;
+}
+
+/** What a Nodemailer error says happened, as a value. */
+export function exchangeFromError(error: unknown): SmtpExchange {
+  const e = (typeof error === 'object' && error !== null ? error : { message: String(error) }) as NodemailerError;
+  const message = e.message ?? 'unknown error';
+  let stage: SmtpStage = STAGES[e.command ?? ''] ?? 'connect';
+  if (e.command === 'DATA') stage = e.code === 'EMESSAGE' ? 'message' : 'data';
+  else if (e.command?.startsWith('AUTH')) stage = 'auth';
+  else if (e.command === 'API' || e.command === undefined) stage = e.code === 'EMESSAGE' ? 'message' : 'connect';
+  if (typeof e.responseCode === 'number' && e.responseCode >= 200 && e.response) {
+    const reply = splitReply(e.response);
+    // A reply to the connection itself is the greeting.
+    if (e.command === 'CONN') stage = 'greeting';
+    return { code: e.responseCode, text: reply.text || message, stage };
+  }
+  const text = `${message}`.replace(/^Error: /, '');
+  if (e.code === 'ETIMEDOUT' || /timeout|timed out/i.test(message)) return { code: null, text, stage, failure: 'timeout' };
+  if (/ECONNREFUSED/.test(message)) return { code: null, text, stage: 'connect', failure: 'refused' };
+  if (/EHOSTUNREACH|ENETUNREACH|EADDRNOTAVAIL/.test(message)) return { code: null, text, stage: 'connect', failure: 'unreachable' };
+  if (e.code === 'ETLS' && /STARTTLS/i.test(message)) return { code: null, text, stage: 'starttls', failure: 'tls_required' };
+  if (e.code === 'ETLS' || /certificate|self[- ]signed|SSL|TLS/i.test(message)) return { code: null, text, stage: 'starttls', failure: 'tls' };
+  if (e.code === 'EPROTOCOL') return { code: null, text, stage, failure: 'protocol' };
+  return { code: null, text, stage, failure: 'dropped' };
+}

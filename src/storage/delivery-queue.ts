@@ -1,0 +1,141 @@
+// The transmissions table as a delivery queue: claim due rows under a lease in one statement,
+// finish them under that lease. graphile-worker's shape (getJobs / completeJobs / failJobs).
+//
+// Invariants:
+// - A claim is ONE `UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING`: two workers can never
+//   both hold a row (SQLite serialises writers; PostgreSQL adds FOR UPDATE SKIP LOCKED so
+//   concurrent claimers pass over each other's rows instead of waiting).
+// - Claiming also moves next_attempt_at to the lease's end. The due index is ordered by
+//   next_attempt_at, so rows in flight leave the front of the index (claims never rescan them),
+//   and a row whose worker died is due again exactly when its lease expires.
+// - A finish changes the row only `WHERE id = ? AND locked_by = me`; zero rows means the lease was
+//   lost (it expired and someone else claimed the row) and the caller records nothing.
+import { sql } from 'kysely';
+import type { Tx } from './store.ts';
+
+export interface ClaimedTransmission {
+  id: number;
+  message_id: number;
+  project_id: number;
+  recipient: string;
+  recipient_name: string | null;
+  variables: string | null;
+  status: string;
+  attempts: number;
+  created_at: number;
+}
+
+export interface ClaimOptions {
+  worker: string;
+  now: number;
+  leaseMs: number;
+  limit: number;
+  /** FOR UPDATE SKIP LOCKED in the subquery (dialect.skipLocked) */
+  skipLocked: boolean;
+}
+
+export async function claimDueTransmissions(trx: Tx, opts: ClaimOptions): Promise<ClaimedTransmission[]> {
+  const leaseEnd = opts.now + opts.leaseMs;
+  // The status test is a literal (not bound parameters) so the planner can match it against the
+  // partial index transmissions_due, whose WHERE is the same text.
+  let due = trx
+    .selectFrom('transmissions')
+    .select('id')
+    .where(sql<boolean>`status in ('queued', 'retry')`)
+    .where('next_attempt_at', '<=', opts.now)
+    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', opts.now)]))
+    .orderBy('next_attempt_at')
+    .orderBy('id')
+    .limit(opts.limit);
+  if (opts.skipLocked) due = due.forUpdate().skipLocked();
+  const rows = await trx
+    .updateTable('transmissions')
+    .set({ locked_by: opts.worker, locked_until: leaseEnd, next_attempt_at: leaseEnd })
+    .where('id', 'in', due)
+    .returning(['id', 'message_id', 'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'attempts', 'created_at'])
+    .execute();
+  // RETURNING order is unspecified: deliver oldest first anyway.
+  return rows.sort((a, b) => a.id - b.id);
+}
+
+export type FinishState =
+  | { status: 'completed'; at: number }
+  | { status: 'failed'; at: number }
+  | { status: 'retry'; nextAttemptAt: number };
+
+export interface FinishInput {
+  id: number;
+  worker: string;
+  now: number;
+  state: FinishState;
+  resultCode: string;
+  resultMessage: string;
+  /** the attempt row; null when no attempt was made (never the case today: kept explicit) */
+  attempt: {
+    startedAt: number;
+    durationMs: number;
+    mxHost: string | null;
+    outcome: 'sent' | 'deferred' | 'failed';
+  };
+}
+
+/**
+ * Writes the outcome of one attempt under the lease: the transmission's new state and its attempt
+ * row. Returns the new attempt count, or null when the lease was lost (nothing written).
+ */
+export async function finishTransmission(trx: Tx, input: FinishInput): Promise<number | null> {
+  const { state } = input;
+  const result = await trx
+    .updateTable('transmissions')
+    .set((eb) => ({
+      status: state.status,
+      attempts: eb('attempts', '+', 1),
+      locked_by: null,
+      locked_until: null,
+      updated_at: input.now,
+      result_code: input.resultCode,
+      result_message: input.resultMessage,
+      ...(state.status === 'completed' ? { completed_at: state.at } : {}),
+      ...(state.status === 'failed' ? { failed_at: state.at } : {}),
+      ...(state.status === 'retry' ? { next_attempt_at: state.nextAttemptAt } : {}),
+    }))
+    .where('id', '=', input.id)
+    .where('locked_by', '=', input.worker)
+    .returning('attempts')
+    .executeTakeFirst();
+  if (!result) return null;
+  await trx
+    .insertInto('attempts')
+    .values({
+      transmission_id: input.id,
+      started_at: input.attempt.startedAt,
+      duration_ms: input.attempt.durationMs,
+      mx_host: input.attempt.mxHost,
+      outcome: input.attempt.outcome,
+      result_code: input.resultCode,
+      result_message: input.resultMessage,
+      worker: input.worker,
+    })
+    .execute();
+  return result.attempts;
+}
+
+/**
+ * Gives claimed rows back (graceful stop with work still in flight): due at once, unlocked, so the
+ * next process takes them without waiting for the lease. Only rows this worker still holds.
+ */
+export async function releaseTransmissions(trx: Tx, worker: string, ids: readonly number[], now: number): Promise<number> {
+  if (ids.length === 0) return 0;
+  const result = await trx
+    .updateTable('transmissions')
+    .set({ locked_by: null, locked_until: null, next_attempt_at: now })
+    .where('id', 'in', ids)
+    .where('locked_by', '=', worker)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/** The attempts of one transmission, oldest first (tests, get_message_transmissions details). */
+export async function listAttempts(db: Tx, transmissionId: number) {
+  return db.selectFrom('attempts').selectAll().where('transmission_id', '=', transmissionId).orderBy('id').execute();
+}
