@@ -24,7 +24,8 @@ describe('get_metrics, get_project_info, get_account_info, get_suppression_list'
   let secondProjectKey: string;
   before(async () => {
     clock = new ManualClock(NOW);
-    t = await startTestApp({ clock });
+    // No background workers: delivery would claim these rows and change what the reports show.
+    t = await startTestApp({ clock, background: false });
     seed = await t.seed('metrics');
     const s = t.app.services;
     const add = (uid: string, created: string, fields: Record<string, unknown> = {}) =>

@@ -5,14 +5,10 @@ import { formatApiTime } from '../../domain/time.ts';
 import { findMessageByUid, listTransmissionsOfMessage, type MessageSummary } from '../../storage/reports.ts';
 import type { Project, Transmission } from '../../storage/schema.ts';
 import type { Services } from '../context.ts';
+import { messageUrl } from '../send-message.ts';
 
 /** The API's four transmission statuses, in lifecycle order. */
 export const TRANSMISSION_STATUSES = ['queued', 'retry', 'completed', 'failed'] as const;
-
-/** A message's own page in the service (the same url send_message answers with). */
-export function messageUrl(services: Services, project: Pick<Project, 'uid'>, message: Pick<MessageSummary, 'id'>): string {
-  return `${services.config.publicUrl}/projects/${encodeURIComponent(project.uid)}/messages/${message.id}`;
-}
 
 async function findMessageOrFail(services: Services, project: Project, uid: string): Promise<MessageSummary> {
   const message = await findMessageByUid(services.store.db, project.id, uid);
@@ -32,7 +28,7 @@ export interface MessageReceipt {
 
 export async function getMessageReceipt(services: Services, project: Project, uid: string): Promise<MessageReceipt> {
   const message = await findMessageOrFail(services, project, uid);
-  return { message: { id: Number(message.id), url: messageUrl(services, project, message) } };
+  return { message: { id: Number(message.id), url: messageUrl(services, Number(message.id)) } };
 }
 
 export interface TransmissionReport {
