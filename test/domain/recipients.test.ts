@@ -1,0 +1,80 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ApiError } from '../../src/domain/errors.ts';
+import { checkAddrSpec, collectRecipientEntries, parseMailbox, resolveRecipients, splitAddressList } from '../../src/domain/recipients.ts';
+
+const addressOf = (text: string) => {
+  const r = parseMailbox(text);
+  return r.ok ? r.mailbox.address : null;
+};
+
+describe('addresses', () => {
+  it('accepts ordinary, tagged, quoted and international addresses; lower-cases the domain only', () => {
+    assert.equal(addressOf('a@b.co'), 'a@b.co');
+    assert.equal(addressOf('First.Last+tag@Example.COM'), 'First.Last+tag@example.com');
+    assert.equal(addressOf('"john doe"@example.com'), '"john doe"@example.com');
+    assert.equal(addressOf("o'brien@example.ie"), "o'brien@example.ie");
+    assert.equal(addressOf('ünïcode@exämple.de'), 'ünïcode@exämple.de');
+    assert.equal(addressOf('user@Bücher.Example'), 'user@bücher.example');
+    assert.equal(addressOf('x@a-b.c-d.example'), 'x@a-b.c-d.example');
+  });
+
+  it('refuses what is not an addr-spec, with a reason', () => {
+    for (const bad of ['', 'plain', '@example.com', 'a@', 'a@localhost', 'a b@example.com', 'a..b@example.com', '.a@example.com', 'a.@example.com',
+      'a@-example.com', 'a@example-.com', 'a@exa_mple.com', 'a@[127.0.0.1]', 'a@1.2.3.4', 'a@example.com.', 'a@@example.com', 'a(comment)@example.com',
+      `${'x'.repeat(65)}@example.com`, `a@${'x'.repeat(64)}.com`, 'a@b.c\r\nBcc: evil@x.com']) {
+      const r = checkAddrSpec(bad);
+      assert.equal(r.ok, false, bad);
+      if (!r.ok) assert.ok(r.reason.length > 0);
+    }
+  });
+
+  it('reads display names, quoted or not, and refuses line breaks in them', () => {
+    assert.deepEqual(parseMailbox('Ann Smith <ann@example.com>'), { ok: true, mailbox: { address: 'ann@example.com', name: 'Ann Smith' } });
+    assert.deepEqual(parseMailbox('"Doe, John" <J@Example.com>'), { ok: true, mailbox: { address: 'J@example.com', name: 'Doe, John' } });
+    assert.deepEqual(parseMailbox('<x@example.com>'), { ok: true, mailbox: { address: 'x@example.com', name: null } });
+    assert.equal(parseMailbox('Evil\r\nBcc: x@y.com <a@example.com>').ok, false);
+    assert.equal(parseMailbox('Ann <a@example.com> <b@example.com>').ok, false);
+    assert.equal(parseMailbox('Ann a@example.com>').ok, false);
+  });
+
+  it('splits lists at commas outside quotes and angle brackets', () => {
+    assert.deepEqual(splitAddressList('a@b.co, "Doe, J" <d@e.fr>,  ,c@d.io,'), ['a@b.co', '"Doe, J" <d@e.fr>', 'c@d.io']);
+    assert.deepEqual(splitAddressList('Odd <we,ird@x.com>'), ['Odd <we,ird@x.com>']);
+  });
+});
+
+describe('recipient forms', () => {
+  const texts = (v: any) => collectRecipientEntries(v).map((e) => e.text);
+
+  it('reads a string, a list string, arrays nested to any reasonable depth, and objects', () => {
+    assert.deepEqual(texts('a@b.co'), ['a@b.co']);
+    assert.deepEqual(texts('a@b.co, Name <c@d.co>'), ['a@b.co', 'Name <c@d.co>']);
+    assert.deepEqual(texts(['a@b.co', ['c@d.co', ['e@f.co, g@h.co']], null]), ['a@b.co', 'c@d.co', 'e@f.co', 'g@h.co']);
+    const entries = collectRecipientEntries({ 'a@b.co': { name: 'Ann', n: 3, ok: true, gone: null }, 'Bo <c@d.co>': {}, 'e@f.co': null });
+    assert.deepEqual(entries, [
+      { text: 'a@b.co', variables: { name: 'Ann', n: '3', ok: 'true' } },
+      { text: 'Bo <c@d.co>', variables: {} },
+      { text: 'e@f.co', variables: null },
+    ]);
+  });
+
+  it('names the field when a recipient has the wrong type', () => {
+    assert.throws(() => collectRecipientEntries(['a@b.co', 42]), (e: ApiError) => e.status === 'call_error' && /recipients\[1\]/.test(e.message));
+    assert.throws(() => collectRecipientEntries({ 'a@b.co': 'Ann' }), (e: ApiError) => e.status === 'call_error' && /"a@b.co"/.test(e.message));
+    assert.throws(() => collectRecipientEntries({ 'a@b.co': { name: { first: 'A' } } }), (e: ApiError) => e.status === 'call_error' && /"name"/.test(e.message));
+    assert.throws(() => collectRecipientEntries(true), (e: ApiError) => e.status === 'call_error');
+    let deep: any = 'a@b.co';
+    for (let i = 0; i < 100; i++) deep = [deep];
+    assert.throws(() => collectRecipientEntries(deep), (e: ApiError) => e.status === 'call_error' && /nested/.test(e.message));
+  });
+
+  it('keeps the first of duplicate addresses (case-insensitively) and refuses an invalid one with 412', () => {
+    const r = resolveRecipients(collectRecipientEntries({ 'Ann <a@b.co>': { x: '1' }, 'A@B.CO': { x: '2' }, 'c@d.co': null }));
+    assert.deepEqual(r, [
+      { address: 'a@b.co', name: 'Ann', variables: { x: '1' } },
+      { address: 'c@d.co', name: null, variables: null },
+    ]);
+    assert.throws(() => resolveRecipients(collectRecipientEntries('ok@b.co, broken@')), (e: ApiError) => e.status === 'precondition_failed' && /"broken@"/.test(e.message));
+  });
+});
