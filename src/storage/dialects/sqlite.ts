@@ -18,7 +18,7 @@ export function openSqlite(file: string): StoreDialect {
   // Keep the WAL from growing without bound under sustained load.
   sqlite.pragma('wal_autocheckpoint = 4000');
   sqlite.pragma('cache_size = -65536');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   return {
     name: 'sqlite',
     db,
@@ -30,6 +30,30 @@ export function openSqlite(file: string): StoreDialect {
     isUniqueViolation: (error) =>
       typeof error === 'object' && error !== null && String((error as { code?: unknown }).code).startsWith('SQLITE_CONSTRAINT_UNIQUE'),
     close: () => db.destroy(),
+  };
+}
+
+/**
+ * Kysely's SQLite driver prepares every statement it runs; at ingest rates sqlite3_prepare was a
+ * fifth of the CPU (bench/, docs/decisions/0003-performance.md). Statements are reused by SQL text
+ * instead. Safe because the driver runs one statement at a time on the single connection (its
+ * mutex also holds the connection for a whole streamed query). Bounded: multi-row INSERTs have as
+ * many texts as row counts, so the cache is emptied when it grows past MAX_CACHED_STATEMENTS.
+ */
+const MAX_CACHED_STATEMENTS = 500;
+function withStatementCache(sqlite: SqliteDatabase.Database): { prepare(sql: string): SqliteDatabase.Statement; close(): void } {
+  const cache = new Map<string, SqliteDatabase.Statement>();
+  return {
+    prepare(sql) {
+      let statement = cache.get(sql);
+      if (statement === undefined) {
+        if (cache.size >= MAX_CACHED_STATEMENTS) cache.clear();
+        statement = sqlite.prepare(sql);
+        cache.set(sql, statement);
+      }
+      return statement;
+    },
+    close: () => sqlite.close(),
   };
 }
 
