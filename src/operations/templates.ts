@@ -132,13 +132,29 @@ async function checkParentChain(trx: Tx, projectId: number, slug: string, parent
   }
 }
 
-export async function createTemplate(services: Services, project: Project, slug: string, input: TemplateInput): Promise<Template> {
+export interface TemplateTarget {
+  caller: Caller;
+  /** required with an account key; optional (must be its own) with a project key */
+  projectUid: string | undefined;
+}
+
+export interface ProjectTemplate {
+  project: Project;
+  template: Template;
+}
+
+/**
+ * Every call checks in the API's order: the arguments (slug and fields, 406) before the project
+ * lookup (404), before the parent rules (412), before the duplicate slug (400).
+ */
+export async function createTemplate(services: Services, target: TemplateTarget, slug: string, input: TemplateInput): Promise<ProjectTemplate> {
   checkSlug('slug', slug);
   const columns = templateColumns(input);
+  const project = await resolveTemplateProject(services, target.caller, target.projectUid);
   const now = services.clock.now();
   const duplicate = () => new ApiError('bad_request', `Template ${slug} already exists.`);
   try {
-    return await services.store.write(async (trx) => {
+    const template = await services.store.write(async (trx) => {
       await checkParentChain(trx, project.id, slug, columns.parent_slug ?? null);
       if (await findTemplate(trx, project.id, slug)) throw duplicate();
       if ((await countTemplates(trx, project.id)) >= TEMPLATE_LIMITS.templatesPerProject) {
@@ -151,6 +167,7 @@ export async function createTemplate(services: Services, project: Project, slug:
         now,
       );
     });
+    return { project, template };
   } catch (error) {
     if (services.store.dialect.isUniqueViolation(error)) throw duplicate();
     throw error;
@@ -164,29 +181,34 @@ async function requireTemplate(db: Tx, project: Project, slug: string): Promise<
 }
 
 /** Changes the given fields; messages already accepted keep the content they were accepted with. */
-export async function updateTemplate(services: Services, project: Project, slug: string, input: TemplateInput): Promise<Template> {
+export async function updateTemplate(services: Services, target: TemplateTarget, slug: string, input: TemplateInput): Promise<ProjectTemplate> {
   const columns = templateColumns(input);
+  const project = await resolveTemplateProject(services, target.caller, target.projectUid);
   const now = services.clock.now();
-  return services.store.write(async (trx) => {
+  const template = await services.store.write(async (trx) => {
     const current = await requireTemplate(trx, project, slug);
     if (columns.parent_slug !== undefined && columns.parent_slug !== current.parent_slug) {
       await checkParentChain(trx, project.id, slug, columns.parent_slug);
     }
     return (await updateTemplateRow(trx, current.id, columns, now))!;
   });
+  return { project, template };
 }
 
-export async function getTemplate(services: Services, project: Project, slug: string): Promise<Template> {
-  return requireTemplate(services.store.db, project, slug);
+export async function getTemplate(services: Services, target: TemplateTarget, slug: string): Promise<ProjectTemplate> {
+  const project = await resolveTemplateProject(services, target.caller, target.projectUid);
+  return { project, template: await requireTemplate(services.store.db, project, slug) };
 }
 
-export async function listTemplates(services: Services, project: Project): Promise<Template[]> {
-  return listTemplateRows(services.store.db, project.id);
+export async function listTemplates(services: Services, target: TemplateTarget): Promise<{ project: Project; templates: Template[] }> {
+  const project = await resolveTemplateProject(services, target.caller, target.projectUid);
+  return { project, templates: await listTemplateRows(services.store.db, project.id) };
 }
 
 /** Deletes a template that no other template uses as its parent layout (else 412). */
-export async function deleteTemplate(services: Services, project: Project, slug: string): Promise<Template> {
-  return services.store.write(async (trx) => {
+export async function deleteTemplate(services: Services, target: TemplateTarget, slug: string): Promise<ProjectTemplate> {
+  const project = await resolveTemplateProject(services, target.caller, target.projectUid);
+  const template = await services.store.write(async (trx) => {
     const template = await requireTemplate(trx, project, slug);
     const children = await listChildSlugs(trx, project.id, slug);
     if (children.length > 0) {
@@ -195,4 +217,5 @@ export async function deleteTemplate(services: Services, project: Project, slug:
     await deleteTemplateRow(trx, template.id);
     return template;
   });
+  return { project, template };
 }

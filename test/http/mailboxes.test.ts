@@ -171,6 +171,12 @@ describe('mailbox methods', () => {
     assert.equal(none.length, 0);
   });
 
+  it('reports a missing argument (400) before a malformed one (406)', async () => {
+    const r = await call('create_mailbox', { host: 'bad host', port: 'x', username: 'u', postback_url: 'ftp://x' });
+    assert.equal(r.status, 400);
+    assert.match(r.body.response.message, /"password"/);
+  });
+
   it('accepts host names, IPv4 and IPv6 addresses', async () => {
     for (const [host, stored] of [['IMAP.Example.COM.', 'imap.example.com'], ['127.0.0.1', '127.0.0.1'], ['::1', '::1'], ['[::1]', '::1'], ['localhost', 'localhost']]) {
       const r = await call('create_mailbox', { ...base(), uid: `host-${host}`, port: 1 });

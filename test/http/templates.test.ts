@@ -139,6 +139,16 @@ describe('template methods', () => {
     assert.equal((await asProject('get_template', { slug: 'ok1' })).status, 404, 'nothing was stored');
   });
 
+  it('checks in order: missing (400), malformed (406), unknown project (404), parent (412), duplicate (400)', async () => {
+    const acct = (args: Record<string, unknown>) => t.call('create_template', { api_key: seed.accountKey, arguments: args });
+    assert.equal((await acct({ project_uid: 'nope' })).status, 400);
+    assert.equal((await acct({ project_uid: 'nope', slug: 'bad slug' })).status, 406);
+    assert.equal((await acct({ project_uid: 'nope', slug: 'fine', subject: 'a\nb' })).status, 406);
+    assert.equal((await acct({ project_uid: 'nope', slug: 'fine', parent: 'nope' })).status, 404);
+    assert.equal((await acct({ project_uid: seed.projectUid, slug: 'sample_child_template', parent: 'nope' })).status, 412);
+    assert.equal((await acct({ project_uid: seed.projectUid, slug: 'sample_child_template', parent: 'sample_parent_layout' })).status, 400);
+  });
+
   it('parent: must exist (412), may not loop (412), chains are bounded', async () => {
     const missing = await asProject('create_template', { slug: 'orphan', parent: 'no_such_layout' });
     assert.equal(missing.status, 412);

@@ -38,9 +38,9 @@ import {
   deleteTemplate,
   getTemplate,
   listTemplates,
-  resolveTemplateProject,
   updateTemplate,
   type TemplateInput,
+  type TemplateTarget,
 } from '../../operations/templates.ts';
 import type { Account, Mailbox, Project, Template } from '../../storage/schema.ts';
 import { defineMethods, type MethodCall } from './types.ts';
@@ -163,14 +163,17 @@ function readTemplateInput(args: Args): TemplateInput {
   return input;
 }
 
-/** The project a template call is about, and the slug it names (required). */
-async function templateTarget({ services, caller, args }: MethodCall): Promise<{ project: Project; slug: string }> {
+/**
+ * The project a template call is about (project_uid: required with an account key) and the slug
+ * it names (required unless listing). Only the presence checks (400) happen here; the operation
+ * validates, then looks the project up.
+ */
+function readTemplateTarget({ caller, args }: MethodCall): TemplateTarget {
   const projectUid = args.string('project_uid');
-  const slug = args.string('slug', { required: true });
-  if (caller.keyKind === 'account' && (projectUid === undefined || projectUid === '')) {
+  if (caller.keyKind === 'account' && (projectUid === undefined || projectUid.trim() === '')) {
     throw new ApiError('bad_request', 'Missing required argument "project_uid": an account key must name the project.');
   }
-  return { project: await resolveTemplateProject(services, caller, projectUid === '' ? undefined : projectUid), slug };
+  return { caller, projectUid: projectUid === '' ? undefined : projectUid };
 }
 
 // ---- the methods ----
@@ -338,9 +341,9 @@ export const accountMethods = defineMethods([
     key: 'any',
     summary: 'Creates a template of a project (an account key names project_uid).',
     async run(call) {
-      const input = readTemplateInput(call.args);
-      const { project, slug } = await templateTarget(call);
-      const template = await createTemplate(call.services, project, slug, input);
+      const target = readTemplateTarget(call);
+      const slug = call.args.string('slug', { required: true });
+      const { project, template } = await createTemplate(call.services, target, slug, readTemplateInput(call.args));
       return { data: { template: presentTemplate(project, template) } };
     },
   },
@@ -349,9 +352,9 @@ export const accountMethods = defineMethods([
     key: 'any',
     summary: 'Changes the given fields of a template ("" clears a field); queued mail is not affected.',
     async run(call) {
-      const input = readTemplateInput(call.args);
-      const { project, slug } = await templateTarget(call);
-      const template = await updateTemplate(call.services, project, slug, input);
+      const target = readTemplateTarget(call);
+      const slug = call.args.string('slug', { required: true });
+      const { project, template } = await updateTemplate(call.services, target, slug, readTemplateInput(call.args));
       return { data: { template: presentTemplate(project, template) } };
     },
   },
@@ -360,21 +363,17 @@ export const accountMethods = defineMethods([
     key: 'any',
     summary: 'One template with its text, HTML and CSS.',
     async run(call) {
-      const { project, slug } = await templateTarget(call);
-      return { data: { template: presentTemplate(project, await getTemplate(call.services, project, slug)) } };
+      const target = readTemplateTarget(call);
+      const { project, template } = await getTemplate(call.services, target, call.args.string('slug', { required: true }));
+      return { data: { template: presentTemplate(project, template) } };
     },
   },
   {
     name: 'list_templates',
     key: 'any',
     summary: "A project's templates by slug, without their bodies.",
-    async run({ services, caller, args }) {
-      const projectUid = args.string('project_uid');
-      if (caller.keyKind === 'account' && (projectUid === undefined || projectUid === '')) {
-        throw new ApiError('bad_request', 'Missing required argument "project_uid": an account key must name the project.');
-      }
-      const project = await resolveTemplateProject(services, caller, projectUid === '' ? undefined : projectUid);
-      const templates = await listTemplates(services, project);
+    async run(call) {
+      const { project, templates } = await listTemplates(call.services, readTemplateTarget(call));
       return { data: { templates: templates.map((t) => presentTemplateSummary(project, t)) } };
     },
   },
@@ -383,8 +382,8 @@ export const accountMethods = defineMethods([
     key: 'any',
     summary: 'Deletes a template; refused (412) while another template uses it as its parent layout.',
     async run(call) {
-      const { project, slug } = await templateTarget(call);
-      const template = await deleteTemplate(call.services, project, slug);
+      const target = readTemplateTarget(call);
+      const { project, template } = await deleteTemplate(call.services, target, call.args.string('slug', { required: true }));
       return { data: { template: { project_uid: project.uid, slug: template.slug, deleted: true } } };
     },
   },
