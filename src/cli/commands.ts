@@ -48,7 +48,11 @@ const serve: Command = async ({ config }) => {
   const log = app.services.log;
   log.info({ url: app.url, role: config.role, background: app.background.map((b) => b.name) }, 'posthorn is running');
   await new Promise<void>((resolve) => {
+    // Signal handlers do not keep Node's event loop alive, and a worker process may hold nothing
+    // else that does (unref'd poll timers, no HTTP server): this timer keeps it running until told.
+    const keepAlive = setInterval(() => {}, 1 << 30);
     const stop = (signal: string) => {
+      clearInterval(keepAlive);
       log.info({ signal }, 'shutting down');
       resolve();
     };

@@ -77,6 +77,9 @@ describe(`process roles and migrate on ${testDatabase()}`, () => {
     const running = await worker.waitUntilRunning();
     assert.equal(running.role, 'worker');
     assert.equal(running.url, null);
+    // Nothing but the serve command itself may keep a worker alive: it must still be running.
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(worker.exitCode, undefined, `the worker exited on its own\n${worker.tail()}`);
     assert.deepEqual(await worker.stop(), { code: 0, signal: null }, worker.tail());
   });
 
