@@ -119,7 +119,7 @@ function ignore(why: string, source: 'dsn' | 'heuristic'): BounceVerdict {
 export interface PlainMail {
   subject: string;
   from: string;
-  /** the Auto-Submitted header, if any */
+  /** the Auto-Submitted header, if any (informational: bounces carry it as well as vacation replies) */
   autoSubmitted: string | null;
   text: string;
 }
@@ -135,9 +135,8 @@ const AUTO_REPLY_SUBJECT = /out of (the )?office|auto.?reply|automatic reply|vac
  * everything else (auto-replies, replies by people, unrecognised formats) is ignored.
  */
 export function bounceFromText(mail: PlainMail): BounceVerdict {
-  if ((mail.autoSubmitted && !/^no\b/i.test(mail.autoSubmitted) && !/auto-generated/i.test(mail.autoSubmitted)) || AUTO_REPLY_SUBJECT.test(mail.subject)) {
-    return ignore('auto-reply', 'heuristic');
-  }
+  // Auto-Submitted alone proves nothing: MTAs mark their bounces "auto-replied" too (Postfix does).
+  if (AUTO_REPLY_SUBJECT.test(mail.subject)) return ignore('auto-reply', 'heuristic');
   if (!BOUNCE_SUBJECT.test(mail.subject) && !BOUNCE_SENDER.test(mail.from)) return ignore('not a bounce', 'heuristic');
   const text = mail.text.slice(0, 64 * 1024);
   const permanent = /^.*\b(5\d\d)[ -](5\.\d{1,3}\.\d{1,3})\b.*$|^.*\b(5\d\d)\b.*(user unknown|no such user|does not exist|unknown user|mailbox unavailable|recipient rejected|address rejected).*$/im.exec(text);

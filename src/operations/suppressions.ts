@@ -55,16 +55,15 @@ export interface RemovalResult {
   not_found: string[];
 }
 
-/** Removes entries; 404 when none of the addresses was on the list. */
+/** Removes entries; answers both lists in the order given; 404 when none of the addresses was on the list. */
 export async function removeFromSuppressionList(services: Services, project: Project, input: { addresses: readonly string[] }): Promise<RemovalResult> {
   checkCount(input.addresses);
   const addresses = [...new Set(input.addresses.map(normalizeAddress))];
-  const removed = await services.store.write((trx) => removeSuppressions(trx, project.id, addresses));
-  const gone = new Set(removed);
+  const gone = new Set(await services.store.write((trx) => removeSuppressions(trx, project.id, addresses)));
   const notFound = addresses.filter((a) => !gone.has(a));
-  if (removed.length === 0) {
+  if (gone.size === 0) {
     const shown = notFound.slice(0, 5).join(', ') + (notFound.length > 5 ? `, and ${notFound.length - 5} more` : '');
     throw new ApiError('not_found', `Not on the suppression list: ${shown}.`);
   }
-  return { removed, not_found: notFound };
+  return { removed: addresses.filter((a) => gone.has(a)), not_found: notFound };
 }

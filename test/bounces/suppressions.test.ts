@@ -1,0 +1,138 @@
+// The suppression rules (storage/suppressions.ts, against the real database) and the add/remove
+// methods over the real HTTP API.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { ManualClock } from '../../src/domain/clock.ts';
+import { SOFT_BOUNCE_BLOCK_MS, SOFT_BOUNCE_WINDOW_MS } from '../../src/domain/suppression-policy.ts';
+import { findActiveSuppression, recordBounce, type BounceRecord } from '../../src/storage/suppressions.ts';
+import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
+
+describe('suppression list', () => {
+  let t: TestApp;
+  let seed: Seed;
+  const clock = new ManualClock(Date.UTC(2026, 10, 22, 5, 0, 0));
+
+  before(async () => {
+    t = await startTestApp({ background: false, clock });
+    seed = await t.seed();
+  });
+  after(() => t.close());
+
+  const record = (b: Omit<BounceRecord, 'projectId' | 'now' | 'message'> & { message?: string }) =>
+    t.app.services.store.write((trx) => recordBounce(trx, { projectId: seed.projectId, now: clock.now(), message: b.message ?? 'x', ...b }));
+  const active = (address: string, at = clock.now()) => findActiveSuppression(t.app.services.store.db, seed.projectId, address, at);
+  const call = (method: string, args: unknown, key = seed.projectKey) => t.call(method, { api_key: key, arguments: args });
+
+  it('a hard bounce rejects the address until it is removed', async () => {
+    await record({ address: 'hard@Example.com', kind: 'hard', message: '550 5.1.1 no such user' });
+    const entry = await active('hard@EXAMPLE.COM', clock.now() + 10 * 365 * 86_400_000);
+    assert.equal(entry?.status, 'rejected');
+    assert.equal(entry?.suppression_state, 'hard_bounce');
+    assert.equal(entry?.blocked_until, null);
+    assert.equal(entry?.message, '550 5.1.1 no such user');
+    // Scoped to the project.
+    const other = await t.seed('other');
+    assert.equal(await findActiveSuppression(t.app.services.store.db, other.projectId, 'hard@example.com', clock.now()), undefined);
+  });
+
+  it('soft bounces count within the window, once per transmission, and block for a day', async () => {
+    const a = 'soft@example.com';
+    await record({ address: a, kind: 'soft', transmissionId: 1 });
+    await record({ address: a, kind: 'soft', transmissionId: 1 }); // a retry of the same transmission
+    await record({ address: a, kind: 'soft', transmissionId: 2 });
+    assert.equal(await active(a), undefined, 'two distinct soft failures do not suppress');
+
+    // The window passes: counting starts again.
+    clock.advance(SOFT_BOUNCE_WINDOW_MS + 1);
+    await record({ address: a, kind: 'soft', transmissionId: 3 });
+    await record({ address: a, kind: 'soft', transmissionId: 4 });
+    assert.equal(await active(a), undefined, 'the old failures fell out of the window');
+    await record({ address: a, kind: 'soft', transmissionId: 5, message: '452 mailbox full' });
+    const warning = await active(a);
+    assert.equal(warning?.status, 'warning');
+    assert.equal(warning?.suppression_state, 'soft_bounce');
+    assert.equal(warning?.blocked_until, clock.now() + SOFT_BOUNCE_BLOCK_MS);
+    assert.equal(warning?.soft_failures, 3);
+    assert.equal(warning?.message, '452 mailbox full');
+
+    // Blocks until blocked_until, not after.
+    assert.ok(await active(a, clock.now() + SOFT_BOUNCE_BLOCK_MS - 1));
+    assert.equal(await active(a, clock.now() + SOFT_BOUNCE_BLOCK_MS), undefined);
+
+    // Three more later renew the warning.
+    clock.advance(SOFT_BOUNCE_BLOCK_MS + 1);
+    for (const id of [6, 7, 8]) await record({ address: a, kind: 'soft', transmissionId: id });
+    const renewed = await active(a);
+    assert.equal(renewed?.blocked_until, clock.now() + SOFT_BOUNCE_BLOCK_MS);
+    assert.equal(renewed?.soft_failures, 6);
+
+    // A hard bounce upgrades it; soft ones change nothing afterwards.
+    await record({ address: a, kind: 'hard' });
+    for (const id of [9, 10, 11]) await record({ address: a, kind: 'soft', transmissionId: id });
+    const hard = await active(a, clock.now() + 365 * 86_400_000);
+    assert.equal(hard?.status, 'rejected');
+    assert.equal(hard?.suppression_state, 'hard_bounce');
+    assert.equal(hard?.blocked_until, null);
+  });
+
+  it('add_to_suppression_list adds manual entries and keeps hard bounces as they are', async () => {
+    const r = await call('add_to_suppression_list', { addresses: ['Manual@Example.COM', 'hard@example.com', 'Ann <ann@example.com>'], message: 'asked to stop' });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const list = r.body.data.suppression_list;
+    assert.deepEqual(list['Manual@example.com'], { status: 'rejected', suppression_state: 'manual', blocked_until: null, message: 'asked to stop' });
+    assert.deepEqual(list['ann@example.com'].suppression_state, 'manual');
+    assert.equal(list['hard@example.com'].suppression_state, 'hard_bounce');
+    assert.ok(await active('manual@example.com'.replace('manual', 'Manual')));
+
+    const one = await call('add_to_suppression_list', { address: 'single@example.com' });
+    assert.equal(one.body.data.suppression_list['single@example.com'].message, 'Added manually');
+
+    // The reports engineer's listing shows them.
+    const shown = await call('get_suppression_list', {});
+    if (shown.status === 200) assert.ok('single@example.com' in shown.body.data, JSON.stringify(shown.body.data));
+  });
+
+  it('remove_from_suppression_list removes any kind of entry and says what was not there', async () => {
+    const r = await call('remove_from_suppression_list', { addresses: ['manual@EXAMPLE.com'.replace('manual', 'Manual'), 'hard@example.com', 'never@example.com'] });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.body.data, { removed: ['Manual@example.com', 'hard@example.com'], not_found: ['never@example.com'] });
+    assert.equal(await active('hard@example.com'), undefined);
+    assert.equal(await active('Manual@example.com'), undefined);
+
+    const none = await call('remove_from_suppression_list', { address: 'never@example.com' });
+    assert.equal(none.status, 404);
+    assert.equal(none.body.response.status, 'not_found');
+    assert.match(none.body.response.message, /never@example\.com/);
+
+    // After a removal the soft count starts from zero.
+    await record({ address: 'soft2@example.com', kind: 'soft', transmissionId: 20 });
+    await record({ address: 'soft2@example.com', kind: 'soft', transmissionId: 21 });
+    await call('add_to_suppression_list', { address: 'soft2@example.com' });
+    await call('remove_from_suppression_list', { address: 'soft2@example.com' });
+    await record({ address: 'soft2@example.com', kind: 'soft', transmissionId: 22 });
+    assert.equal(await active('soft2@example.com'), undefined);
+  });
+
+  it('refuses bad arguments with clear errors', async () => {
+    const cases: Array<[string, unknown, number, RegExp]> = [
+      ['add_to_suppression_list', {}, 400, /address/],
+      ['add_to_suppression_list', { addresses: [] }, 400, /address/],
+      ['add_to_suppression_list', { address: 'not an address' }, 412, /Invalid email address "not an address"/],
+      ['add_to_suppression_list', { addresses: ['ok@example.com', 'bad@'] }, 412, /bad@/],
+      ['add_to_suppression_list', { addresses: [42] }, 406, /addresses\[0\]/],
+      ['add_to_suppression_list', { addresses: { a: 1 } }, 406, /addresses/],
+      ['add_to_suppression_list', { addresses: Array.from({ length: 1001 }, (_, i) => `u${i}@example.com`) }, 406, /at most 1000/],
+      ['remove_from_suppression_list', { address: '' }, 400, /address/],
+      ['remove_from_suppression_list', { address: ['x'] }, 406, /address/],
+    ];
+    for (const [method, args, status, message] of cases) {
+      const r = await call(method, args);
+      assert.equal(r.status, status, `${method} ${JSON.stringify(args).slice(0, 80)}: ${JSON.stringify(r.body)}`);
+      assert.match(r.body.response.message, message);
+    }
+    assert.equal(await active('ok@example.com'), undefined, 'a refused call adds nothing');
+    // An account key is refused: these are project methods.
+    const wrongKey = await call('add_to_suppression_list', { address: 'x@example.com' }, seed.accountKey);
+    assert.notEqual(wrongKey.status, 200);
+  });
+});
