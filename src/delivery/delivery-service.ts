@@ -41,6 +41,12 @@ export interface DeliveryOutcome {
   durationMs: number;
 }
 
+/** Seams for tests, not configuration. */
+export interface DeliveryOptions {
+  /** the port MX hosts are contacted on (25); tests point it at a peer on 127.0.0.1 */
+  mxPort?: number;
+}
+
 /** Largest claim in one statement. */
 const MAX_CLAIM = 500;
 /** How long stop() waits for deliveries in flight before giving their rows back. */
@@ -65,14 +71,17 @@ export class DeliveryService implements BackgroundService {
   private unlisten: (() => Promise<void>) | null = null;
   private eventsWakeTimer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly services: Services) {
+  constructor(
+    private readonly services: Services,
+    options: DeliveryOptions = {},
+  ) {
     const { config, log } = services;
     const delays = parseRetrySchedule(config.retrySchedule);
     if (!delays) throw new Error(`--retry-schedule must be durations separated by commas, like "1m,5m,1h", got "${config.retrySchedule}"`);
     this.policy = { delaysMs: delays, maxRetryAgeMs: config.maxRetryAgeMs };
     this.contexts = new MessageContexts(services);
     const dns = new DnsResolver({ servers: config.dnsServers, clock: services.clock, timeoutMs: Math.min(config.connectTimeoutMs, 5000) });
-    this.router = new Router(dns, config);
+    this.router = new Router(dns, config, options.mxPort ?? 25);
     this.smtp = new SmtpClient({
       ehloName: config.ehloName,
       requireTls: config.requireTls,

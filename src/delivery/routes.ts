@@ -107,6 +107,7 @@ export class Router {
   constructor(
     private readonly dns: DnsResolver,
     config: { relay: string | null; transportMap: readonly string[] },
+    private readonly mxPort = 25,
   ) {
     this.relay = config.relay ? parseRelayUrl(config.relay) : null;
     this.transports = parseTransportMap(config.transportMap);
@@ -159,7 +160,7 @@ export class Router {
       }
       for (const address of addresses.addresses) {
         if (destinations.length >= MAX_ADDRESSES_PER_ATTEMPT) break;
-        destinations.push({ address, port: 25, name: host.name, secure: false, auth: null, via: 'mx' });
+        destinations.push({ address, port: this.mxPort, name: host.name, secure: false, auth: null, via: 'mx' });
       }
     }
     if (destinations.length === 0) {
