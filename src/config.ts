@@ -55,6 +55,7 @@ export interface Config {
   allowPrivateWebhooks: boolean;
   webhookTimeoutMs: number;
   mailboxPollMs: number;
+  mailboxCaFile: string | null;
   tracking: boolean;
 }
 
@@ -95,6 +96,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'allowPrivateWebhooks', flag: 'allow-private-webhooks', env: 'POSTHORN_ALLOW_PRIVATE_WEBHOOKS', kind: 'bool', doc: 'Allow webhook/postback URLs that resolve to private or loopback addresses (default false).' },
   { key: 'webhookTimeoutMs', flag: 'webhook-timeout-ms', env: 'POSTHORN_WEBHOOK_TIMEOUT_MS', kind: 'int', doc: 'Timeout of one webhook or postback request (default 10000).' },
   { key: 'mailboxPollMs', flag: 'mailbox-poll-ms', env: 'POSTHORN_MAILBOX_POLL_MS', kind: 'int', doc: 'IMAP poll interval where IDLE is not offered (default 60000).' },
+  { key: 'mailboxCaFile', flag: 'mailbox-ca-file', env: 'POSTHORN_MAILBOX_CA_FILE', kind: 'string', doc: 'PEM file of extra CA certificates trusted for IMAP TLS (a self-signed mail server); certificates are always verified (default: system CAs only).' },
   { key: 'tracking', flag: 'tracking', env: 'POSTHORN_TRACKING', kind: 'bool', doc: 'Enable open/click tracking for projects that opt in (default true).' },
 ];
 
@@ -130,6 +132,7 @@ const DEFAULTS = {
   allowPrivateWebhooks: false,
   webhookTimeoutMs: 10_000,
   mailboxPollMs: 60_000,
+  mailboxCaFile: null,
   tracking: true,
 } satisfies Partial<Config>;
 
