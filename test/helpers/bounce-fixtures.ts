@@ -40,6 +40,7 @@ export async function insertTransmission(
         project_id: opts.projectId,
         recipient: opts.recipient,
         status,
+        attempts: 0,
         // far in the future: no delivery worker may pick a fixture up
         next_attempt_at: now + 365 * 86_400_000,
         created_at: now,
