@@ -141,14 +141,17 @@ export type MetricColumn = 'created_at' | 'completed_at' | 'failed_at' | 'opened
 export type MetricFilter = 'none' | 'suppressed' | 'pending';
 
 /**
- * Counts the transmissions of the given projects whose `column` falls in each window, in ONE
- * range scan over the union of the windows (each column has a (project_id, column) index: 001's
- * transmissions_project_created and 070's partial indexes).
+ * Counts the transmissions of the given projects whose `column` falls in each window. Each column
+ * has a (project_id, column) index (001's transmissions_project_created, 070's partial indexes),
+ * so each window is one COUNT over an index range: measured on 1,000,000 rows, eight such counts
+ * cost ~20 ms where one scan summing a CASE per window cost ~180 ms (the CASE is evaluated for
+ * every row, 16 comparisons each).
  *
  * 'pending' (created in the window and still queued/retry) is driven by the partial queue index
- * instead: the queue is small however long history grows, while a created_at range holds every
- * row of the period. The unary `+` on project_id and created_at is the portable way of saying
- * "don't drive this scan by these columns' indexes" (SQLite and PostgreSQL both read it so).
+ * instead, in ONE pass summing per window: the queue is small however long history grows, while
+ * a created_at range holds every row of the period. The unary `+` on project_id and created_at is
+ * the portable way of saying "don't drive this scan by these columns' indexes" (SQLite and
+ * PostgreSQL both read it so).
  */
 export async function countInWindows(
   db: Tx,
@@ -158,33 +161,48 @@ export async function countInWindows(
   windows: readonly TimeWindow[],
 ): Promise<number[]> {
   if (projectIds.length === 0 || windows.length === 0) return windows.map(() => 0);
+  if (filter === 'pending') return countPendingInWindows(db, projectIds, windows);
+  const counts: number[] = [];
+  for (const w of windows) {
+    let query = db
+      .selectFrom('transmissions')
+      .select(sql<number>`count(*)`.as('n'))
+      .where('project_id', 'in', projectIds)
+      .where(column, '>=', w.startMs)
+      .where(column, '<', w.endMs);
+    if (filter === 'suppressed') query = query.where('result_code', '=', 'SUPPRESSED');
+    const row = await query.executeTakeFirst();
+    counts.push(Number(row?.n ?? 0));
+  }
+  return counts;
+}
+
+async function countPendingInWindows(db: Tx, projectIds: readonly number[], windows: readonly TimeWindow[]): Promise<number[]> {
   const lo = Math.min(...windows.map((w) => w.startMs));
   const hi = Math.max(...windows.map((w) => w.endMs));
-  const col = sql.ref(`transmissions.${column}`);
-  let query = db.selectFrom('transmissions').select(
-    windows.map((w, i) => sql<number>`sum(case when ${col} >= ${w.startMs} and ${col} < ${w.endMs} then 1 else 0 end)`.as(`w${i}`)),
-  );
-  if (filter === 'pending') {
-    query = query
-      // Spelled exactly as the partial index's WHERE (literals, not bound parameters), which is
-      // what lets SQLite match the query to transmissions_due.
-      .where(sql<boolean>`status in ('queued', 'retry')`)
-      .where(sql<boolean>`+transmissions.project_id in (${sql.join(projectIds)})`)
-      .where(sql<boolean>`+transmissions.created_at >= ${lo}`)
-      .where(sql<boolean>`+transmissions.created_at < ${hi}`);
-  } else {
-    query = query.where('project_id', 'in', projectIds).where(column, '>=', lo).where(column, '<', hi);
-    if (filter === 'suppressed') query = query.where('result_code', '=', 'SUPPRESSED');
-  }
-  const row = (await query.executeTakeFirst()) as Record<string, unknown> | undefined;
+  const row = (await db
+    .selectFrom('transmissions')
+    .select(
+      windows.map((w, i) =>
+        sql<number>`sum(case when transmissions.created_at >= ${w.startMs} and transmissions.created_at < ${w.endMs} then 1 else 0 end)`.as(`w${i}`),
+      ),
+    )
+    // Spelled exactly as the partial index's WHERE (literals, not bound parameters), which is
+    // what lets SQLite match the query to transmissions_due.
+    .where(sql<boolean>`status in ('queued', 'retry')`)
+    .where(sql<boolean>`+transmissions.project_id in (${sql.join(projectIds)})`)
+    .where(sql<boolean>`+transmissions.created_at >= ${lo}`)
+    .where(sql<boolean>`+transmissions.created_at < ${hi}`)
+    .executeTakeFirst()) as Record<string, unknown> | undefined;
   return windows.map((_, i) => Number(row?.[`w${i}`] ?? 0));
 }
 
-/** Transmissions of the given projects created at or after sinceMs (all of them when null). */
-export async function countTransmissionsCreated(db: Tx, projectIds: readonly number[], sinceMs: number | null): Promise<number> {
+/** Transmissions of the given projects created in [sinceMs, untilMs) (a null bound is open). */
+export async function countTransmissionsCreated(db: Tx, projectIds: readonly number[], sinceMs: number | null, untilMs: number | null): Promise<number> {
   if (projectIds.length === 0) return 0;
   let query = db.selectFrom('transmissions').select(sql<number>`count(*)`.as('n')).where('project_id', 'in', projectIds);
   if (sinceMs !== null) query = query.where('created_at', '>=', sinceMs);
+  if (untilMs !== null) query = query.where('created_at', '<', untilMs);
   const row = await query.executeTakeFirst();
   return Number(row?.n ?? 0);
 }
