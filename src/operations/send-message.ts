@@ -16,9 +16,8 @@ import { deriveUid, messageIdFor, uniqueIdFor } from '../domain/message-uid.ts';
 import { acceptMessage, deliveryAddress, isNullSink, readSendRequest, type AcceptedMessage } from '../domain/send-request.ts';
 import { checkLayoutChain, MAX_LAYOUT_CHAIN, type TemplateLevel } from '../domain/templates.ts';
 import { insertMessage } from '../storage/messages.ts';
-import type { NewTransmission } from '../storage/schema.ts';
 import { findTemplateChain } from '../storage/template-layouts.ts';
-import { insertTransmissions } from '../storage/transmissions.ts';
+import { insertTransmissions, type AcceptedTransmission } from '../storage/transmissions.ts';
 import type { ProjectCaller, Services } from './context.ts';
 
 export interface SendMessageInput {
@@ -112,7 +111,7 @@ function buildPayload(
  * (after recipient_override) is at null.postageapp.com completes now as SMTP_250 without leaving
  * the machine; every other copy is queued, due now.
  */
-function transmissionRows(accepted: AcceptedMessage, messageId: number, projectId: number, deliver: boolean, now: number): NewTransmission[] {
+function transmissionRows(accepted: AcceptedMessage, messageId: number, projectId: number, deliver: boolean, now: number): AcceptedTransmission[] {
   return accepted.copies.map((copy) => {
     const outcome = !deliver ? RESULT_NOT_SENT : isNullSink(deliveryAddress(copy, accepted.recipientOverride)) ? RESULT_NULL_SINK : null;
     const variables = copy.variables && Object.keys(copy.variables).length > 0 ? JSON.stringify(copy.variables) : null;

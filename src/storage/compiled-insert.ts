@@ -1,0 +1,68 @@
+// INSERTs of a fixed shape, built and compiled by Kysely ONCE and then executed with fresh
+// parameters. Building and compiling a query costs ~5-8 µs (measured: 7.7 µs for the message insert
+// on this machine), a measurable share of an ingest request at 10,000/s, and the insert shapes of
+// send_message never change. The SQL still comes from Kysely for the store's dialect (placeholders,
+// quoting), so nothing dialect-specific is written here.
+//
+// How parameters are mapped: the query is compiled once with a unique marker object as each value;
+// the compiled parameter list then says, position by position, which row and column goes there.
+import { CompiledQuery, type InsertObject } from 'kysely';
+import type { Database } from './schema.ts';
+import type { Tx } from './store.ts';
+
+type Table = keyof Database & string;
+
+interface Marker {
+  row: number;
+  column: string;
+}
+
+interface Prepared {
+  sql: string;
+  slots: Marker[];
+}
+
+/** Row counts up to this are cached per shape (a handful of SQL strings); larger batches are compiled each time. */
+const MAX_CACHED_ROWS = 16;
+
+export class CompiledInsert<T extends Table> {
+  /** per query adapter (one per dialect instance), per row count */
+  private readonly cache = new WeakMap<object, Map<number, Prepared>>();
+
+  constructor(
+    private readonly table: T,
+    private readonly columns: readonly (keyof InsertObject<Database, T> & string)[],
+    private readonly returningId: boolean,
+  ) {}
+
+  private prepare(db: Tx, rowCount: number): Prepared {
+    const markers: Array<Record<string, Marker>> = [];
+    for (let row = 0; row < rowCount; row++) {
+      const values: Record<string, Marker> = {};
+      for (const column of this.columns) values[column] = { row, column };
+      markers.push(values);
+    }
+    // The markers stand in for values only while compiling; they never reach the database.
+    const builder = db.insertInto(this.table).values(markers as never);
+    const compiled = this.returningId ? builder.returning('id' as never).compile() : builder.compile();
+    return { sql: compiled.sql, slots: compiled.parameters as Marker[] };
+  }
+
+  private prepared(db: Tx, rowCount: number): Prepared {
+    if (rowCount > MAX_CACHED_ROWS) return this.prepare(db, rowCount);
+    const adapter = db.getExecutor().adapter;
+    let byCount = this.cache.get(adapter);
+    if (!byCount) this.cache.set(adapter, (byCount = new Map()));
+    let prepared = byCount.get(rowCount);
+    if (!prepared) byCount.set(rowCount, (prepared = this.prepare(db, rowCount)));
+    return prepared;
+  }
+
+  /** Inserts the rows (every declared column is written; undefined is written as NULL). */
+  async execute(db: Tx, rows: ReadonlyArray<Record<string, unknown>>): Promise<Array<{ id: number }>> {
+    const { sql, slots } = this.prepared(db, rows.length);
+    const parameters = slots.map((slot) => rows[slot.row][slot.column] ?? null);
+    const result = await db.executeQuery<{ id: number }>(CompiledQuery.raw(sql, parameters));
+    return result.rows;
+  }
+}
