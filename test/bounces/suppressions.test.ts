@@ -89,7 +89,8 @@ describe('suppression list', () => {
 
     // The reports engineer's listing shows them.
     const shown = await call('get_suppression_list', {});
-    if (shown.status === 200) assert.ok('single@example.com' in shown.body.data, JSON.stringify(shown.body.data));
+    assert.equal(shown.status, 200, JSON.stringify(shown.body));
+    assert.ok('single@example.com' in shown.body.data, JSON.stringify(shown.body.data));
   });
 
   it('remove_from_suppression_list removes any kind of entry and says what was not there', async () => {
