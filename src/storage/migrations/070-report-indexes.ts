@@ -1,6 +1,7 @@
 // Indexes of the report methods (get_metrics): one per timestamp a metric counts by, each partial
-// on the timestamp being set. A transmission is inserted with all four NULL, so ingest (the hot
-// path) pays nothing for them; delivery adds one small entry when it completes or fails a row.
+// on the timestamp being set. A queued transmission is inserted with all four NULL, so ingest (the
+// hot path) pays nothing for them; delivery adds one small entry when it completes or fails a row.
+// Copies completed at acceptance (null.postageapp.com, deliver: false) pay one entry then.
 // Without them a get_metrics call scans every transmission of the project.
 import { sql, type Kysely } from 'kysely';
 import type { StoreDialect } from '../dialect.ts';
