@@ -31,18 +31,21 @@ export class BounceListener implements BackgroundService {
   private readonly server: SMTPServer;
   private readonly tagKey: string;
   private listening = false;
+  private readonly maxBytes: number;
 
   constructor(
     private readonly services: Services,
     private readonly port: number,
     private readonly host: string,
+    opts: { maxBytes?: number } = {},
   ) {
     this.tagKey = verpTagKey(services);
+    this.maxBytes = opts.maxBytes ?? MAX_BOUNCE_BYTES;
     const config = services.config;
     this.server = new SMTPServer({
       name: config.mailerHost,
       banner: 'Posthorn bounce processor',
-      size: MAX_BOUNCE_BYTES,
+      size: this.maxBytes,
       authOptional: true,
       disabledCommands: ['AUTH', 'STARTTLS'],
       hideSTARTTLS: true,
@@ -99,10 +102,10 @@ export class BounceListener implements BackgroundService {
     let bytes = 0;
     for await (const chunk of stream as AsyncIterable<Buffer>) {
       // Keep draining past the limit (the client must reach the end of DATA), but stop storing.
-      if (bytes + chunk.length <= MAX_BOUNCE_BYTES) chunks.push(chunk);
+      if (bytes + chunk.length <= this.maxBytes) chunks.push(chunk);
       bytes += chunk.length;
     }
-    if (stream.sizeExceeded || bytes > MAX_BOUNCE_BYTES) throw new SmtpReply(552, `5.3.4 Message exceeds the ${MAX_BOUNCE_BYTES} byte limit`);
+    if (stream.sizeExceeded || bytes > this.maxBytes) throw new SmtpReply(552, `5.3.4 Message exceeds the ${this.maxBytes} byte limit`);
     const transmissionIds = session.envelope.rcptTo
       .map((r) => transmissionIdFromReturnPath(r.address, this.services.config.bounceDomain, this.tagKey))
       .filter((id): id is number => id !== null);

@@ -188,4 +188,57 @@ describe('bounce listener', () => {
     assert.equal((await transmission(fx2.transmissionId)).status, 'completed');
     assert.equal(await findActiveSuppression(services.store.db, seed.projectId, 'away@example.net', services.clock.now()), undefined);
   });
+
+  it('refuses oversized mail with 552 and answers 451 when the bounce cannot be recorded, so nothing is lost', async () => {
+    const fx = await insertTransmission(services, { projectId: seed.projectId, recipient: 'retry-me@example.net' });
+    const to = verp(fx.transmissionId);
+    const raw = dsnMail({ to, recipient: 'retry-me@example.net' });
+
+    const small = new BounceListener(services, 0, '127.0.0.1', { maxBytes: 512 });
+    await small.start();
+    try {
+      const transport = nodemailer.createTransport({ host: '127.0.0.1', port: small.address().port, secure: false, ignoreTLS: true });
+      try {
+        await assert.rejects(transport.sendMail({ envelope: { from: '', to }, raw }), (e: { responseCode?: number }) => e.responseCode === 552);
+      } finally {
+        transport.close();
+      }
+    } finally {
+      await small.stop();
+    }
+
+    // A store that cannot write (disk full, database down): the sender is told to try again.
+    const broken: Services = { ...services, store: Object.create(services.store, { write: { value: () => Promise.reject(new Error('database unavailable')) } }) };
+    const failing = new BounceListener(broken, 0, '127.0.0.1');
+    await failing.start();
+    try {
+      const transport = nodemailer.createTransport({ host: '127.0.0.1', port: failing.address().port, secure: false, ignoreTLS: true });
+      try {
+        await assert.rejects(transport.sendMail({ envelope: { from: '', to }, raw }), (e: { responseCode?: number }) => e.responseCode === 451);
+      } finally {
+        transport.close();
+      }
+    } finally {
+      await failing.stop();
+    }
+    assert.equal((await transmission(fx.transmissionId)).status, 'completed');
+    // The retry reaches a healthy listener and is recorded.
+    assert.deepEqual(await send(to, raw), { ok: true });
+    assert.equal((await transmission(fx.transmissionId)).status, 'failed');
+  });
+
+  it('runs inside the app when --smtp-port is set, and stops with it', async () => {
+    const app = await startTestApp({ config: { smtpPort: 0, smtpHost: '127.0.0.1', workers: 0 } });
+    const inApp = app.app.background.find((s) => s.name === 'bounce-listener');
+    assert.ok(inApp instanceof BounceListener);
+    const appPort = inApp.address().port;
+    assert.ok(appPort > 0);
+    await app.close();
+    const transport = nodemailer.createTransport({ host: '127.0.0.1', port: appPort, secure: false, ignoreTLS: true, connectionTimeout: 2000 });
+    try {
+      await assert.rejects(transport.verify(), (e: { code?: string }) => e.code === 'ESOCKET' || e.code === 'ECONNECTION');
+    } finally {
+      transport.close();
+    }
+  });
 });
