@@ -492,3 +492,26 @@ describe('send_message', () => {
     });
   });
 });
+
+describe('send_message at the default recipient limit', () => {
+  let t: TestApp;
+  let seed: Seed;
+  before(async () => {
+    t = await startTestApp();
+    seed = await t.seed();
+  });
+  after(() => t.close());
+
+  it('accepts 1000 recipients in one message (one transmission each) and refuses 1001', async () => {
+    assert.equal(t.app.services.config.maxRecipients, 1000);
+    const recipients = Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`r${i}@example.com`, { n: i }]));
+    const r = await t.call('send_message', { api_key: seed.projectKey, uid: 'big', arguments: { recipients, content: 'Hi {{n}}' } });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const rows = await t.app.services.store.db.selectFrom('transmissions').select(['recipient', 'variables', 'status']).where('message_id', '=', r.body.data.message.id).orderBy('id').execute();
+    assert.equal(rows.length, 1000);
+    assert.deepEqual(rows[999], { recipient: 'r999@example.com', variables: '{"n":"999"}', status: 'queued' });
+    const over = await t.call('send_message', { api_key: seed.projectKey, uid: 'bigger', arguments: { recipients: [...Object.keys(recipients), 'one-more@example.com'], content: 'x' } });
+    assert.equal(over.status, 412);
+    assert.match(over.body.response.message, /1001 addresses.*at most 1000/);
+  });
+});
