@@ -3,8 +3,9 @@
 // Paging invariant: listings page through an index in a subquery that selects ONLY ids (an
 // index-only scan, with LIMIT/OFFSET applied there), and join the full rows of that one page
 // afterwards. OFFSET still steps over the skipped index entries, but each step is an index entry,
-// not a joined row: the deepest page of 1,000,000 transmissions costs ~20 ms on SQLite, where an
-// OFFSET over the joined rows costs seconds (numbers in docs/api/reports.md).
+// not a joined row (the joins run for the page's rows only). Measured on SQLite with 1,000,000
+// transmissions in one project, the last page: ~30 ms this way, ~490 ms with LIMIT/OFFSET on the
+// joined query, on the same loaded machine (more in docs/api/reports.md).
 import { sql } from 'kysely';
 import type { Message, Suppression, Transmission } from './schema.ts';
 import type { Tx } from './store.ts';
