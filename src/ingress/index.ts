@@ -1,3 +1,5 @@
+// Inbound mailboxes: the watcher runs in every worker process (role all or worker).
 import type { BackgroundFactory } from '../background.ts';
+import { createWatcher } from './watcher.ts';
 
-export const createMailboxWatcher: BackgroundFactory = () => null;
+export const createMailboxWatcher: BackgroundFactory = (services) => createWatcher(services);

@@ -1,0 +1,192 @@
+// What the IMAP watcher (ingress/) does to storage, as operations that own their transactions:
+// lease mailboxes, record login outcomes, hand new emails to postbacks, and learn which postbacks
+// were delivered so their emails can be marked \Seen.
+//
+// Invariants: every write to a leased mailbox row is guarded by `locked_by = worker` (a deleted or
+// re-leased mailbox is left alone); an email is enqueued together with the advance of
+// last_seen_uid, in one transaction, so a crash either posts it or fetches it again.
+import type { Mailbox } from '../storage/schema.ts';
+import { insertInboundEmail, listPostingInboundEmails, setInboundEmailState } from '../storage/inbound-emails.ts';
+import type { InboundEmail } from '../storage/outbound-schema.ts';
+import { enqueueOutbound, outboundStates } from '../webhooks/outbound.ts';
+import { signPostback } from '../webhooks/sign.ts';
+import type { Services } from './context.ts';
+
+/** Backoff after a failed login or connection: 1 min doubling to at most 1 h. */
+export function mailboxRetryDelayMs(failures: number): number {
+  return Math.min(60_000 * 2 ** Math.max(0, failures - 1), 3600_000);
+}
+
+function normaliseMailbox(m: Mailbox): Mailbox {
+  return {
+    ...m,
+    id: Number(m.id),
+    account_id: Number(m.account_id),
+    next_check_at: Number(m.next_check_at),
+    last_seen_uid: m.last_seen_uid === null ? null : Number(m.last_seen_uid),
+  };
+}
+
+/** Leases up to `limit` due mailboxes: one UPDATE ... RETURNING. */
+export async function claimDueMailboxes(services: Services, worker: string, leaseMs: number, limit: number): Promise<Mailbox[]> {
+  const now = services.clock.now();
+  const skipLocked = services.store.dialect.skipLocked;
+  const rows = await services.store.write(async (trx) => {
+    let due = trx
+      .selectFrom('mailboxes')
+      .select('id')
+      .where('next_check_at', '<=', now)
+      .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
+      .orderBy('next_check_at')
+      .limit(limit);
+    if (skipLocked) due = due.forUpdate().skipLocked();
+    return trx
+      .updateTable('mailboxes')
+      .set({ locked_by: worker, locked_until: now + leaseMs })
+      .where('id', 'in', due)
+      .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
+      .returningAll()
+      .execute();
+  });
+  return rows.map(normaliseMailbox);
+}
+
+/** Extends the lease; the current row, or null when it was deleted or taken over. */
+export async function renewMailboxLease(services: Services, id: number, worker: string, leaseMs: number): Promise<Mailbox | null> {
+  const now = services.clock.now();
+  const row = await services.store.write((trx) =>
+    trx.updateTable('mailboxes').set({ locked_until: now + leaseMs }).where('id', '=', id).where('locked_by', '=', worker).returningAll().executeTakeFirst(),
+  );
+  return row ? normaliseMailbox(row) : null;
+}
+
+export async function recordMailboxConnected(services: Services, id: number, worker: string): Promise<void> {
+  const now = services.clock.now();
+  await services.store.write((trx) =>
+    trx
+      .updateTable('mailboxes')
+      .set({ status: 'active', last_error: null, failures: 0, checked_at: now })
+      .where('id', '=', id)
+      .where('locked_by', '=', worker)
+      .execute(),
+  );
+}
+
+/**
+ * A failed login (auth_failed) or connection (error): recorded with the server's words, retried
+ * after a growing delay, lease released.
+ */
+export async function recordMailboxFailure(services: Services, id: number, worker: string, status: 'auth_failed' | 'error', error: string): Promise<void> {
+  const now = services.clock.now();
+  await services.store.write(async (trx) => {
+    const row = await trx.selectFrom('mailboxes').select('failures').where('id', '=', id).where('locked_by', '=', worker).executeTakeFirst();
+    if (!row) return;
+    const failures = Number(row.failures) + 1;
+    await trx
+      .updateTable('mailboxes')
+      .set({
+        status,
+        last_error: error.slice(0, 500),
+        failures,
+        checked_at: now,
+        next_check_at: now + mailboxRetryDelayMs(failures),
+        locked_by: null,
+        locked_until: null,
+      })
+      .where('id', '=', id)
+      .where('locked_by', '=', worker)
+      .execute();
+  });
+}
+
+export async function releaseMailbox(services: Services, id: number, worker: string, nextCheckAt: number): Promise<void> {
+  await services.store.write((trx) =>
+    trx
+      .updateTable('mailboxes')
+      .set({ locked_by: null, locked_until: null, next_check_at: nextCheckAt, checked_at: services.clock.now() })
+      .where('id', '=', id)
+      .where('locked_by', '=', worker)
+      .execute(),
+  );
+}
+
+export interface FetchedEmail {
+  imapUid: number;
+  raw: Buffer;
+  messageId: string | null;
+}
+
+/**
+ * Hands one email to a postback: the inbound_emails row, the outbound request (signed with the
+ * mailbox's postback secret) and the mailbox's new position, in one transaction under the lease.
+ * False when the lease was lost (nothing written).
+ */
+export async function enqueuePostback(services: Services, mailbox: Mailbox, worker: string, uidValidity: string, email: FetchedEmail): Promise<boolean> {
+  // The raw message travels as a JSON string; the signature covers that string's UTF-8 bytes,
+  // which is what the receiver hashes after parsing the JSON.
+  const message = email.raw.toString('utf8');
+  const body = JSON.stringify({ inbound_email: { message } });
+  const now = services.clock.now();
+  const done = await services.store
+    .write(async (trx) => {
+      // Emails are handed over in ascending UID order by the one lease holder: the position is
+      // simply the latest UID. The URL and secret are read here, so a rotation applies at once.
+      const current = await trx
+        .updateTable('mailboxes')
+        .set({ uid_validity: uidValidity, last_seen_uid: email.imapUid })
+        .where('id', '=', mailbox.id)
+        .where('locked_by', '=', worker)
+        .returning(['postback_url', 'postback_secret'])
+        .executeTakeFirst();
+      if (!current) return false;
+      const postbackSecret = services.secrets.open(current.postback_secret);
+      const headers = { 'X-PostageApp-Signature': signPostback(postbackSecret, message) };
+      const outboundId = await enqueueOutbound(
+        trx,
+        { accountId: mailbox.account_id, projectId: null, kind: 'postback', url: current.postback_url, body, headers, ref: `mailbox:${mailbox.uid}` },
+        now,
+      );
+      const inserted = await insertInboundEmail(trx, {
+        mailbox_id: mailbox.id,
+        uid_validity: uidValidity,
+        imap_uid: email.imapUid,
+        message_id: email.messageId,
+        size: email.raw.length,
+        outbound_id: outboundId,
+        state: 'posting',
+        created_at: now,
+        updated_at: now,
+      });
+      // Already handed over (a fetch repeated after a crash): roll back the duplicate request.
+      if (!inserted) throw new DuplicateEmail();
+      return true;
+    })
+    .catch((error) => {
+      if (error instanceof DuplicateEmail) return true;
+      throw error;
+    });
+  if (done) services.store.wake('events');
+  return done;
+}
+
+class DuplicateEmail extends Error {}
+
+export interface PostbackProgress {
+  delivered: InboundEmail[];
+  failed: InboundEmail[];
+}
+
+/** Emails of the mailbox whose postback has finished since the last look. */
+export async function findFinishedPostbacks(services: Services, mailboxId: number): Promise<PostbackProgress> {
+  const posting = await listPostingInboundEmails(services.store.db, mailboxId, 500);
+  const states = await outboundStates(services.store.db, posting.map((e) => e.outbound_id));
+  return {
+    delivered: posting.filter((e) => states.get(e.outbound_id) === 'delivered'),
+    failed: posting.filter((e) => states.get(e.outbound_id) === 'failed'),
+  };
+}
+
+export async function markInboundEmails(services: Services, ids: readonly number[], state: 'seen' | 'failed'): Promise<void> {
+  const now = services.clock.now();
+  await services.store.write((trx) => setInboundEmailState(trx, ids, state, now));
+}

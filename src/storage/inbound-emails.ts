@@ -1,0 +1,29 @@
+// Inbound emails: one row per email the watcher took from a mailbox and handed to a postback. The
+// row ties the IMAP position (uid_validity, imap_uid) to the outbound request; \Seen is set on the
+// server only once that request is delivered (2xx).
+import type { InboundEmail } from './outbound-schema.ts';
+import type { Tx } from './store.ts';
+
+export async function insertInboundEmail(db: Tx, row: Omit<InboundEmail, 'id'>): Promise<boolean> {
+  const result = await db
+    .insertInto('inbound_emails')
+    .values(row)
+    .onConflict((oc) => oc.columns(['mailbox_id', 'uid_validity', 'imap_uid']).doNothing())
+    .executeTakeFirst();
+  return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
+}
+
+export async function listPostingInboundEmails(db: Tx, mailboxId: number, limit: number): Promise<InboundEmail[]> {
+  const rows = await db.selectFrom('inbound_emails').selectAll().where('mailbox_id', '=', mailboxId).where('state', '=', 'posting').orderBy('id').limit(limit).execute();
+  return rows.map((r) => ({ ...r, id: Number(r.id), imap_uid: Number(r.imap_uid), outbound_id: Number(r.outbound_id) }));
+}
+
+export async function setInboundEmailState(db: Tx, ids: readonly number[], state: 'seen' | 'failed', now: number): Promise<void> {
+  if (ids.length === 0) return;
+  await db.updateTable('inbound_emails').set({ state, updated_at: now }).where('id', 'in', ids).where('state', '=', 'posting').execute();
+}
+
+export async function listInboundEmails(db: Tx, mailboxId: number): Promise<InboundEmail[]> {
+  const rows = await db.selectFrom('inbound_emails').selectAll().where('mailbox_id', '=', mailboxId).orderBy('id').execute();
+  return rows.map((r) => ({ ...r, id: Number(r.id), imap_uid: Number(r.imap_uid), outbound_id: Number(r.outbound_id) }));
+}

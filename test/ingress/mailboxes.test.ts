@@ -1,0 +1,288 @@
+// Inbound mailboxes against a real Dovecot (IMAP) and a real HTTP receiver on 127.0.0.1: every new
+// email is posted as {"inbound_email": {"message": raw}} with X-PostageApp-Signature, checked here
+// the way the Ruby gem's Rails ingress checks it; \Seen is set only after a 2xx; a failing postback
+// is retried, never lost; a refused login is visible through list_mailboxes.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { ManualClock } from '../../src/domain/clock.ts';
+import type { MailboxWatcher } from '../../src/ingress/watcher.ts';
+import type { OutboundDispatcher } from '../../src/webhooks/dispatcher.ts';
+import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
+import { dovecotAvailable, startDovecot, type Dovecot } from '../helpers/dovecot.ts';
+import { startHttpSink, verifyPostageAppSignature, type HttpSink } from '../helpers/http-sink.ts';
+
+const user = { name: 'inbound', password: 'imap-pass-7f3' };
+const other = { name: 'second', password: 'second-pass-91' };
+
+function email(subject: string, body = 'Hello there.\r\n'): string {
+  return [
+    'From: Sender <sender@example.com>',
+    'To: inbound@example.com',
+    `Subject: ${subject}`,
+    `Message-ID: <${subject.replace(/\W/g, '')}@example.com>`,
+    'MIME-Version: 1.0',
+    'Content-Type: text/plain; charset=utf-8',
+    'Content-Transfer-Encoding: 8bit',
+    '',
+    body,
+  ].join('\r\n');
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function seenUids(flags: Map<number, Set<string>>): number[] {
+  return [...flags].filter(([, f]) => f.has('\\Seen')).map(([uid]) => uid).sort((a, b) => a - b);
+}
+
+describe('inbound mailboxes over IMAP', { skip: dovecotAvailable() ? false : 'dovecot-imapd is not installed (apt-get install dovecot-imapd)' }, () => {
+  let dovecot: Dovecot;
+  let sink: HttpSink;
+  let t: TestApp;
+  let seed: Seed;
+  const clock = new ManualClock(Date.now());
+  const secrets = new Map<string, string>();
+  let failing = false;
+
+  before(async () => {
+    dovecot = await startDovecot({ users: [user, other] });
+    sink = await startHttpSink();
+    // The receiver is the Rails ingress: 401 on a bad signature; the secret is found by path.
+    sink.answer((req) => {
+      if (failing) return 500;
+      const secret = secrets.get(req.path);
+      return secret && verifyPostageAppSignature(secret, req).ok ? 200 : 401;
+    });
+    t = await startTestApp({ clock, config: { allowPrivateWebhooks: true, mailboxPollMs: 200, pollMs: 100 } });
+    seed = await t.seed();
+  });
+  after(async () => {
+    await t?.close();
+    await sink?.close();
+    await dovecot?.stop();
+  });
+
+  const watcher = () => t.app.background.find((s) => s.name === 'mailboxes') as MailboxWatcher;
+  const dispatcher = () => t.app.background.find((s) => s.name === 'webhooks') as OutboundDispatcher;
+
+  async function createMailbox(args: Record<string, unknown>) {
+    const r = await t.call('create_mailbox', { api_key: seed.accountKey, arguments: args });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return r.body.data.mailbox;
+  }
+
+  async function mailboxRow(uid: string) {
+    const r = await t.call('list_mailboxes', { api_key: seed.accountKey });
+    return r.body.data.mailboxes.find((m: { uid: string }) => m.uid === uid);
+  }
+
+  it('posts each unseen email, signed as the Ruby ingress expects, then marks it \\Seen', async () => {
+    const first = await dovecot.append(user, email('First', 'Grüße aus Köln.\r\n'));
+    const read = await dovecot.append(user, email('Already read'), ['\\Seen']);
+    const second = await dovecot.append(user, email('Second'));
+    // The Ruby gem's CLI sends every argument as a string.
+    const mailbox = await createMailbox({
+      uid: 'inbox-1',
+      host: '127.0.0.1',
+      port: String(dovecot.port),
+      username: user.name,
+      password: user.password,
+      tls: 'false',
+      postback_url: sink.url + '/inbound-1',
+    });
+    secrets.set('/inbound-1', mailbox.postback_secret);
+    await sink.waitFor(2);
+    const posted = sink.requests.filter((r) => r.path === '/inbound-1');
+    assert.equal(posted.length, 2);
+    for (const req of posted) {
+      assert.equal(req.headers['content-type'], 'application/json');
+      const body = JSON.parse(req.body);
+      assert.deepEqual(Object.keys(body), ['inbound_email']);
+      assert.deepEqual(Object.keys(body.inbound_email), ['message']);
+      const check = verifyPostageAppSignature(mailbox.postback_secret, req);
+      assert.ok(check.ok, 'X-PostageApp-Signature verifies');
+      assert.ok(!verifyPostageAppSignature('wrong-secret', req).ok);
+    }
+    const messages = posted.map((r) => JSON.parse(r.body).inbound_email.message as string);
+    assert.match(messages[0], /^From: Sender <sender@example.com>\r\n/);
+    assert.match(messages[0], /Subject: First\r\n/);
+    assert.match(messages[0], /Grüße aus Köln\./);
+    assert.match(messages[1], /Subject: Second\r\n/);
+    assert.ok(!messages.some((m) => m.includes('Already read')));
+
+    await until('both emails flagged \\Seen', async () => {
+      const seen = seenUids(await dovecot.flags(user));
+      return seen.length === 3 && seen;
+    });
+    assert.deepEqual(seenUids(await dovecot.flags(user)), [first, read, second].sort((a, b) => a - b));
+    const row = await mailboxRow('inbox-1');
+    assert.equal(row.status, 'active');
+    assert.equal(row.last_error, null);
+    assert.ok(row.checked_at);
+  });
+
+  it('receives new mail while connected (IDLE) and never posts an email twice', async () => {
+    const before = sink.requests.length;
+    const uid = await dovecot.append(user, email('While idle'));
+    await sink.waitFor(before + 1);
+    assert.match(JSON.parse(sink.requests[before].body).inbound_email.message, /Subject: While idle/);
+    await until('flagged', async () => (await dovecot.flags(user)).get(uid)?.has('\\Seen'));
+    await watcher().syncNow();
+    await watcher().syncNow();
+    assert.equal(sink.requests.length, before + 1);
+  });
+
+  it('keeps a failing postback unseen and retries it until a 2xx, with the rotated secret applying to new mail', async () => {
+    failing = true;
+    const before = sink.requests.length;
+    const uid = await dovecot.append(user, email('Receiver down'));
+    await sink.waitFor(before + 1);
+    await watcher().syncNow();
+    assert.ok(!(await dovecot.flags(user)).get(uid)?.has('\\Seen'), 'not seen after a 500');
+    const pending = await t.call('list_webhook_deliveries', { api_key: seed.accountKey, arguments: { kind: 'postback', status: 'pending' } });
+    assert.equal(pending.body.data.deliveries.length, 1);
+    assert.equal(pending.body.data.deliveries[0].last_status_code, 500);
+
+    failing = false;
+    clock.advance(61_000);
+    await dispatcher().drain();
+    assert.equal(sink.requests.length, before + 2);
+    assert.equal(sink.requests[before + 1].body, sink.requests[before].body, 'the same email again');
+    await until('flagged after the retry', async () => (await dovecot.flags(user)).get(uid)?.has('\\Seen'));
+
+    const rotated = await t.call('rotate_mailbox_secret', { api_key: seed.accountKey, arguments: { uid: 'inbox-1' } });
+    assert.equal(rotated.status, 200, JSON.stringify(rotated.body));
+    const newSecret = rotated.body.data.mailbox.postback_secret;
+    secrets.set('/inbound-1', newSecret);
+    const next = await dovecot.append(user, email('After rotation'));
+    await sink.waitFor(before + 3);
+    assert.ok(verifyPostageAppSignature(newSecret, sink.requests[before + 2]).ok);
+    await until('flagged with the new secret', async () => (await dovecot.flags(user)).get(next)?.has('\\Seen'));
+  });
+
+  it('marks a mailbox whose login is refused auth_failed, retries with backoff, and recovers once fixed', async () => {
+    await dovecot.append(other, email('For the second user'));
+    const mailbox = await createMailbox({
+      uid: 'wrong-pass',
+      host: '127.0.0.1',
+      port: dovecot.port,
+      username: other.name,
+      password: 'not-the-password',
+      tls: false,
+      postback_url: sink.url + '/inbound-2',
+    });
+    secrets.set('/inbound-2', mailbox.postback_secret);
+    const row = await until('auth_failed', async () => {
+      const r = await mailboxRow('wrong-pass');
+      return r.status === 'auth_failed' && r;
+    });
+    assert.match(row.last_error, /login refused/i);
+    assert.ok(!row.last_error.includes('not-the-password'));
+    assert.equal(row.failures, 1);
+    assert.equal(Date.parse(row.next_check_at) - Date.parse(row.checked_at), 60_000);
+    // Not tried again before the backoff is over.
+    await watcher().syncNow();
+    assert.equal((await mailboxRow('wrong-pass')).failures, 1);
+    clock.advance(60_000);
+    await watcher().syncNow();
+    const again = await until('second failure', async () => {
+      const r = await mailboxRow('wrong-pass');
+      return r.failures === 2 && r;
+    });
+    assert.equal(Date.parse(again.next_check_at) - Date.parse(again.checked_at), 120_000);
+
+    const fixed = await t.call('update_mailbox', { api_key: seed.accountKey, arguments: { uid: 'wrong-pass', password: other.password } });
+    assert.equal(fixed.status, 200, JSON.stringify(fixed.body));
+    await until('posted after the fix', async () => sink.requests.some((r) => r.path === '/inbound-2'));
+    const ok = await until('active', async () => {
+      const r = await mailboxRow('wrong-pass');
+      return r.status === 'active' && r;
+    });
+    assert.equal(ok.last_error, null);
+    assert.equal(ok.failures, 0);
+  });
+
+  it('never writes the mailbox password to the log', async () => {
+    // The app logs at the level the test run asks for; the watcher never passes the password to a
+    // logger and ImapFlow's own logger is off. Check the Dovecot side saw only the login, and the
+    // stored row keeps the password sealed.
+    const stored = await t.app.services.store.db.selectFrom('mailboxes').select(['password', 'postback_secret']).execute();
+    for (const r of stored) {
+      assert.match(r.password, /^v1:/);
+      assert.ok(!r.password.includes(user.password) && !r.password.includes(other.password));
+    }
+  });
+});
+
+describe('IMAP without IDLE, and TLS', { skip: dovecotAvailable() ? false : 'dovecot-imapd is not installed' }, () => {
+  it('polls a server that does not offer IDLE every --mailbox-poll-ms', async () => {
+    const dovecot = await startDovecot({ users: [user], idle: false });
+    const sink = await startHttpSink();
+    const t = await startTestApp({ config: { allowPrivateWebhooks: true, mailboxPollMs: 150, pollMs: 100 } });
+    try {
+      const seed = await t.seed();
+      const r = await t.call('create_mailbox', {
+        api_key: seed.accountKey,
+        arguments: { host: '127.0.0.1', port: dovecot.port, username: user.name, password: user.password, tls: false, postback_url: sink.url + '/p' },
+      });
+      assert.equal(r.status, 200);
+      await until('connected', async () => (t.app.background.find((s) => s.name === 'mailboxes') as MailboxWatcher).sessions().length === 1);
+      await dovecot.append(user, email('Polled'));
+      await sink.waitFor(1);
+      assert.ok(verifyPostageAppSignature(r.body.data.mailbox.postback_secret, sink.requests[0]).ok);
+    } finally {
+      await t.close();
+      await sink.close();
+      await dovecot.stop();
+    }
+  });
+
+  it('verifies the server certificate: implicit TLS and STARTTLS work with --mailbox-ca-file, and fail without it', async () => {
+    const dovecot = await startDovecot({ users: [user], tls: true });
+    const sink = await startHttpSink();
+    const caFile = path.join(dovecot.dir, 'ca.pem');
+    fs.writeFileSync(caFile, dovecot.certPem!);
+    const trusting = await startTestApp({ config: { allowPrivateWebhooks: true, mailboxCaFile: caFile, pollMs: 100 } });
+    const strict = await startTestApp({ config: { allowPrivateWebhooks: true, pollMs: 100 } });
+    try {
+      await dovecot.append(user, email('Over TLS'));
+      const s1 = await trusting.seed();
+      const implicit = await trusting.call('create_mailbox', {
+        api_key: s1.accountKey,
+        arguments: { uid: 'implicit', host: '127.0.0.1', port: dovecot.tlsPort, username: user.name, password: user.password, tls: true, postback_url: sink.url + '/tls' },
+      });
+      assert.equal(implicit.status, 200);
+      await sink.waitFor(1);
+      assert.match(JSON.parse(sink.requests[0].body).inbound_email.message, /Subject: Over TLS/);
+
+      const s2 = await strict.seed();
+      for (const [uid, port, tls] of [['strict-implicit', dovecot.tlsPort, true], ['strict-starttls', dovecot.port, false]] as const) {
+        await strict.call('create_mailbox', {
+          api_key: s2.accountKey,
+          arguments: { uid, host: '127.0.0.1', port, username: user.name, password: user.password, tls, postback_url: sink.url + '/strict' },
+        });
+        const row = await until(`${uid} error`, async () => {
+          const list = await strict.call('list_mailboxes', { api_key: s2.accountKey });
+          const m = list.body.data.mailboxes.find((x: { uid: string }) => x.uid === uid);
+          return m.status === 'error' && m;
+        });
+        assert.match(row.last_error, /certificate/i, uid);
+      }
+      assert.ok(!sink.requests.some((r) => r.path === '/strict'));
+    } finally {
+      await trusting.close();
+      await strict.close();
+      await sink.close();
+      await dovecot.stop();
+    }
+  });
+});
