@@ -50,7 +50,7 @@ export interface ReceivedMail {
   messageId: string | null;
   /** the session was TLS (STARTTLS or implicit) */
   secure: boolean;
-  /** EHLO name the client gave */
+  /** the name the client gave in EHLO/HELO */
   clientHostname: string;
   /** the user that authenticated, if any */
   user: string | null;
@@ -96,6 +96,8 @@ export async function startSmtpPeer(script: SmtpPeerScript = {}): Promise<SmtpPe
     allowInsecureAuth: true,
     disabledCommands: script.auth ? [] : ['AUTH'],
     logger: false,
+    // No PTR lookups of the client: tests send no DNS query anywhere but the test's own server.
+    disableReverseLookup: true,
     banner: 'posthorn test peer',
     size: 50 * 1024 * 1024,
     onConnect(session, callback) {
@@ -131,7 +133,7 @@ export async function startSmtpPeer(script: SmtpPeerScript = {}): Promise<SmtpPe
         raw: Buffer.alloc(0),
         messageId: null,
         secure: session.secure,
-        clientHostname: session.clientHostname ?? '',
+        clientHostname: session.hostNameAppearsAs ?? '',
         user: (session.user as string | undefined) ?? null,
       };
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
