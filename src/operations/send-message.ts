@@ -51,8 +51,10 @@ export async function sendMessage(services: Services, caller: ProjectCaller, inp
   const accepted = acceptMessage(request, chain, { maxRecipients: services.config.maxRecipients });
   const uid = request.uid ?? deriveUid(input.args.raw as JsonObject, input.recipientOverride);
   const now = services.clock.now();
-  const payload = buildPayload(accepted, request.variables, request.attachments, messageIdFor(uid, services.config.mailerHost));
-
+  // Everything but the inserts is computed before the transaction: on SQLite the transactions of
+  // concurrent requests share one commit, and time spent inside delays all of them.
+  const payload = JSON.stringify(buildPayload(accepted, request.variables, request.attachments, messageIdFor(uid, services.config.mailerHost)));
+  const rows = transmissionRows(accepted, caller.project.id, request.deliver, now);
   let id: number;
   try {
     id = await services.store.write(async (trx) => {
@@ -66,9 +68,10 @@ export async function sendMessage(services: Services, caller: ProjectCaller, inp
         recipient_count: accepted.copies.length,
         deliver: request.deliver ? 1 : 0,
         created_at: now,
-        payload: JSON.stringify(payload),
+        payload,
       });
-      await insertTransmissions(trx, transmissionRows(accepted, messageId, caller.project.id, request.deliver, now));
+      for (const row of rows) row.message_id = messageId;
+      await insertTransmissions(trx, rows);
       return messageId;
     });
   } catch (error) {
@@ -77,7 +80,8 @@ export async function sendMessage(services: Services, caller: ProjectCaller, inp
     }
     throw error;
   }
-  services.store.wake('transmissions');
+  // Workers are told only when there is something to deliver (a wake is a NOTIFY on PostgreSQL).
+  if (rows.some((row) => row.status === 'queued')) services.store.wake('transmissions');
   return { id, url: messageUrl(services, id), uid };
 }
 
@@ -111,12 +115,12 @@ function buildPayload(
  * (after recipient_override) is at null.postageapp.com completes now as SMTP_250 without leaving
  * the machine; every other copy is queued, due now.
  */
-function transmissionRows(accepted: AcceptedMessage, messageId: number, projectId: number, deliver: boolean, now: number): AcceptedTransmission[] {
+function transmissionRows(accepted: AcceptedMessage, projectId: number, deliver: boolean, now: number): AcceptedTransmission[] {
   return accepted.copies.map((copy) => {
     const outcome = !deliver ? RESULT_NOT_SENT : isNullSink(deliveryAddress(copy, accepted.recipientOverride)) ? RESULT_NULL_SINK : null;
     const variables = copy.variables && Object.keys(copy.variables).length > 0 ? JSON.stringify(copy.variables) : null;
     return {
-      message_id: messageId,
+      message_id: 0, // set to the message's id inside the transaction
       project_id: projectId,
       recipient: copy.address,
       recipient_name: copy.name,
