@@ -12,7 +12,9 @@
 // late report), but the suppression is still applied.
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { bounceFromText, classifyDeliveryStatus, parseDeliveryStatus, type BounceVerdict } from '../domain/dsn.ts';
-import { failTransmissionByBounce, findBounceTarget } from '../storage/bounces.ts';
+import { parsePayload } from '../domain/message-payload.ts';
+import { formatIsoTime } from '../domain/time.ts';
+import { failTransmissionByBounce, findBounceTarget, type BounceTarget } from '../storage/bounces.ts';
 import { recordEvent } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
 import { recordBounce } from '../storage/suppressions.ts';
@@ -69,7 +71,9 @@ async function applyVerdict(trx: Tx, transmissionId: number, verdict: BounceVerd
   const t = await findBounceTarget(trx, transmissionId);
   if (!t) return 'unknown';
 
-  const bounce = { projectId: t.project_id, address: t.recipient, message: verdict.resultMessage, now, transmissionId };
+  // The address the mail really went to: with recipient_override, the override (as delivery does).
+  const deliveredTo = deliveredAddressOf(t);
+  const bounce = { projectId: t.project_id, address: deliveredTo, message: verdict.resultMessage, now, transmissionId };
   if (verdict.outcome === 'delayed') {
     await recordBounce(trx, { ...bounce, kind: 'soft' });
     return 'counted';
@@ -86,15 +90,29 @@ async function applyVerdict(trx: Tx, transmissionId: number, verdict: BounceVerd
       transmission_id: t.id,
       message_id: t.message_id,
       message_uid: t.message_uid,
+      unique_id: t.unique_id,
+      project_uid: t.project_uid,
       recipient: t.recipient,
+      delivered_to: deliveredTo,
       previous_status: t.status,
       status: 'failed',
+      outcome: 'failed',
       result_code: verdict.resultCode,
       result_message: verdict.resultMessage,
       bounce_type: verdict.severity,
       source: verdict.source,
+      created_at: formatIsoTime(t.created_at),
+      occurred_at: formatIsoTime(now),
     },
     now,
   });
   return 'failed';
+}
+
+function deliveredAddressOf(t: BounceTarget): string {
+  try {
+    return parsePayload(t.payload).recipientOverride ?? t.recipient;
+  } catch {
+    return t.recipient;
+  }
 }

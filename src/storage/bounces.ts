@@ -8,8 +8,13 @@ export interface BounceTarget {
   account_id: number;
   recipient: string;
   status: string;
+  created_at: number;
   message_id: number;
   message_uid: string;
+  unique_id: string;
+  project_uid: string;
+  /** the accepted content (JSON): read for its recipient override */
+  payload: string;
 }
 
 export async function findBounceTarget(db: Tx, transmissionId: number): Promise<BounceTarget | undefined> {
@@ -23,8 +28,12 @@ export async function findBounceTarget(db: Tx, transmissionId: number): Promise<
       'projects.account_id',
       'transmissions.recipient',
       'transmissions.status',
+      'transmissions.created_at',
       'messages.id as message_id',
       'messages.uid as message_uid',
+      'messages.unique_id',
+      'projects.uid as project_uid',
+      'messages.payload',
     ])
     .where('transmissions.id', '=', transmissionId)
     .executeTakeFirst();

@@ -96,4 +96,31 @@ describe('bounces end to end', () => {
     assert.equal(peer.received.length, 1);
     assert.equal(peer.connectionCount, connections);
   });
+
+  it('with recipient_override, suppresses the address the mail really went to', async () => {
+    await h.send({
+      recipients: 'listed@example.net',
+      recipient_override: 'tester@example.net',
+      headers: { from: 'news@shop.example', subject: 'Override' },
+      content: { 'text/plain': 'x' },
+    });
+    await h.drain();
+    const t1 = await h.transmission('listed@example.net');
+    assert.equal(t1.status, 'completed');
+    const mail = peer.received.at(-1)!;
+    assert.deepEqual(mail.to, ['tester@example.net']);
+    const transport = nodemailer.createTransport({ host: '127.0.0.1', port: listener.address().port, secure: false, ignoreTLS: true });
+    try {
+      await transport.sendMail({ envelope: { from: '', to: mail.from }, raw: dsnMail({ to: mail.from, recipient: 'tester@example.net' }) });
+    } finally {
+      transport.close();
+    }
+    assert.equal((await h.transmission('listed@example.net')).status, 'failed');
+    const list = (await h.t.call('get_suppression_list', { api_key: h.seed.projectKey })).body.data;
+    assert.ok('tester@example.net' in list, JSON.stringify(list));
+    assert.ok(!('listed@example.net' in list));
+    const event = (await h.events('bounced')).find((e) => e.payload.transmission_id === t1.id);
+    assert.equal(event?.payload.delivered_to, 'tester@example.net');
+    assert.equal(event?.payload.recipient, 'listed@example.net');
+  });
 });
