@@ -8,6 +8,7 @@
 import type { Json } from './args.ts';
 import { isPlainObject } from './args.ts';
 import { ApiError } from './errors.ts';
+import { renderVariables, type Variables } from './variables.ts';
 
 export type VariableValues = Record<string, string>;
 
@@ -33,10 +34,19 @@ export function parseVariableValues(value: Json | undefined, field: string): Var
   return out;
 }
 
-const VARIABLE_NAME = /\{\{\s*([^{}*][^{}]*?)\s*\}\}/g;
-
-/** Names of the {{variables}} a text uses (the same syntax renderVariables substitutes). */
+/**
+ * Names of the {{variables}} a text uses. renderVariables itself reports them (it looks each name
+ * up in the map it is given), so the syntax is defined in one place only.
+ */
 export function variableNamesIn(text: string | null): string[] {
   if (text === null || !text.includes('{{')) return [];
-  return Array.from(text.matchAll(VARIABLE_NAME), (m) => m[1]);
+  const names: string[] = [];
+  const recorder = new Proxy({} as Variables, {
+    get: (_target, name) => {
+      if (typeof name === 'string') names.push(name);
+      return undefined;
+    },
+  });
+  renderVariables(text, recorder);
+  return names;
 }

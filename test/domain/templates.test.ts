@@ -42,3 +42,12 @@ describe('layout merge', () => {
     assert.throws(() => checkLayoutChain('t0', long), is412(/longer than 8/));
   });
 });
+
+describe('variable names', () => {
+  it('finds the {{variables}} a text uses, with the renderer\'s own syntax', async () => {
+    const { variableNamesIn } = await import('../../src/domain/variable-values.ts');
+    assert.deepEqual(variableNamesIn('Hi {{ name }}, {{*}} {{company}}{{name}}'), ['name', 'company', 'name']);
+    assert.deepEqual(variableNamesIn('no variables'), []);
+    assert.deepEqual(variableNamesIn(null), []);
+  });
+});

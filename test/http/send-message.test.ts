@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ManualClock } from '../../src/domain/clock.ts';
+import { setAccountStatus } from '../../src/operations/accounts.ts';
 import type { MessagePayload } from '../../src/domain/message-payload.ts';
 import { insertTemplate, updateTemplate } from '../../src/storage/templates.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
@@ -112,9 +113,24 @@ describe('send_message', () => {
       }
     });
 
-    it('refuses an account key with 401', async () => {
+    it('refuses an account key with 401, and a disabled account with 423', async () => {
       const r = await t.call('send_message', { api_key: seed.accountKey, arguments: { recipients: 'a@example.com', content: 'x' } });
       assertError(r, 401, 'unauthorized', /project/);
+      const other = await t.seed('disabled');
+      await setAccountStatus(t.app.services, other.accountUid, 'disabled');
+      assertError(await t.call('send_message', { api_key: other.projectKey, arguments: { recipients: 'a@example.com', content: 'x' } }), 423, 'locked');
+    });
+
+    it('does not wake delivery when nothing is queued (null sink, deliver: false)', async () => {
+      let woken = 0;
+      const stop = await t.app.services.store.onWake('transmissions', () => woken++);
+      try {
+        assert.equal((await send({ recipients: 'x@null.postageapp.com', content: 'x' })).status, 200);
+        assert.equal((await send({ recipients: 'x@example.com', content: 'x', deliver: false })).status, 200);
+        assert.equal(woken, 0);
+      } finally {
+        await stop();
+      }
     });
   });
 
