@@ -38,9 +38,9 @@ export async function readBounceMail(raw: Buffer): Promise<BounceVerdict> {
   const mail: ParsedMail = await simpleParser(raw, { keepDeliveryStatus: true, skipHtmlToText: false, skipImageLinks: true, skipTextLinks: true });
   const report = mail.attachments.find((a) => /^message\/(global-)?delivery-status$/i.test(a.contentType));
   if (report) {
-    const verdict = classifyDeliveryStatus(parseDeliveryStatus(report.content.toString('utf8')));
-    // A report part with no usable recipient group falls through to the heuristics.
-    if (verdict.outcome !== 'ignore' || !/nothing/.test(verdict.resultMessage)) return verdict;
+    const status = parseDeliveryStatus(report.content.toString('utf8'));
+    // A report part without any recipient group is unusable: the heuristics get a chance.
+    if (status.recipients.length > 0) return classifyDeliveryStatus(status);
   }
   const autoSubmitted = mail.headers.get('auto-submitted');
   return bounceFromText({
