@@ -29,7 +29,7 @@ export interface SmtpPeerScript {
   rcpt?: Hook<string>;
   /** after the message is received: 'drop' closes the connection mid-DATA (before reading it all) */
   data?: Hook<ReceivedMail>;
-  /** offer STARTTLS (default true); false hides it */
+  /** offer STARTTLS (default true); false disables it */
   starttls?: boolean;
   /** implicit TLS on connect (smtps) */
   secure?: boolean;
@@ -94,7 +94,7 @@ export async function startSmtpPeer(script: SmtpPeerScript = {}): Promise<SmtpPe
     hideSTARTTLS: script.starttls === false,
     authOptional: !script.auth,
     allowInsecureAuth: true,
-    disabledCommands: script.auth ? [] : ['AUTH'],
+    disabledCommands: [...(script.auth ? [] : ['AUTH']), ...(script.starttls === false ? ['STARTTLS'] : [])],
     logger: false,
     // No PTR lookups of the client: tests send no DNS query anywhere but the test's own server.
     disableReverseLookup: true,
