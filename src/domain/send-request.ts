@@ -118,11 +118,12 @@ function checkSingleMailbox(what: string, value: string | null): void {
 }
 
 /**
- * A variable substituted into the Subject or From must not bring a line break into the header
- * (header injection through variables): 406 naming the variable.
+ * A variable substituted into a header (Subject, From, or any other header: delivery renders
+ * variables in every header value) must not bring a line break into it (header injection through
+ * variables): 406 naming the variable.
  */
-function checkHeaderVariables(merged: MergedContent, global: VariableValues, recipients: readonly RecipientEntry[]): void {
-  for (const [header, text] of [['Subject', merged.subject], ['From', merged.from]] as const) {
+function checkHeaderVariables(headers: ReadonlyArray<readonly [string, string | null]>, global: VariableValues, recipients: readonly RecipientEntry[]): void {
+  for (const [header, text] of headers) {
     for (const name of variableNamesIn(text)) {
       const values = [global[name], ...recipients.map((r) => r.variables?.[name])];
       if (values.some((v) => v !== undefined && /[\r\n\0]/.test(v))) {
@@ -145,7 +146,8 @@ export function acceptMessage(request: SendRequest, chain: readonly TemplateLeve
   if (request.headers.subject !== null) merged.subject = request.headers.subject;
   if (request.headers.from !== null) merged.from = request.headers.from;
 
-  checkHeaderVariables(merged, request.variables, request.recipients);
+  const headerTexts: Array<readonly [string, string | null]> = [['Subject', merged.subject], ['From', merged.from], ['Reply-To', request.headers.replyTo], ...Object.entries(request.headers.custom)];
+  checkHeaderVariables(headerTexts, request.variables, request.recipients);
   const recipients = resolveRecipients(request.recipients);
   if (recipients.length === 0) throw new ApiError('precondition_failed', 'No recipients: give at least one address in "recipients".');
 

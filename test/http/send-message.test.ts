@@ -338,6 +338,10 @@ describe('send_message', () => {
         await send({ recipients: { 'a@example.com': { name: 'x\r\nBcc: v@example.com' } }, template: 'welcome' }),
         406, 'call_error', /"name".*Subject/,
       );
+      assertError(
+        await send({ recipients: 'a@example.com', headers: { 'X-Ref': 'ref {{ref}}' }, content: 'x', variables: { ref: '1\nBcc: v@example.com' } }),
+        406, 'call_error', /"ref".*X-Ref/,
+      );
       // The same value in a body part is fine: bodies may hold line breaks.
       assert.equal((await send({ recipients: { 'a@example.com': { body: 'line1\nline2' } }, content: '{{body}}' })).status, 200);
     });
