@@ -52,17 +52,22 @@ export async function readBounceMail(raw: Buffer): Promise<BounceVerdict> {
 }
 
 export async function processBounceMail(services: Services, input: IncomingBounce): Promise<BounceOutcome[]> {
-  const verdict = await readBounceMail(input.raw);
+  const verdict = await readBounceMail(input.raw).catch(
+    // Mail that cannot even be parsed is accepted and ignored: a retry would not parse it either.
+    (): BounceVerdict => ({ outcome: 'ignore', severity: 'soft', resultCode: '', resultMessage: 'unparseable mail', reportedRecipient: null, source: 'heuristic' }),
+  );
   const ids = [...new Set(input.transmissionIds)];
-  if (verdict.outcome === 'ignore') return ids.map((transmissionId) => ({ transmissionId, action: 'ignored', verdict }));
   const now = services.clock.now();
-  const outcomes = await services.store.write(async (trx) => {
-    const out: BounceOutcome[] = [];
-    for (const transmissionId of ids) out.push({ transmissionId, action: await applyVerdict(trx, transmissionId, verdict, now), verdict });
-    return out;
-  });
+  const outcomes =
+    verdict.outcome === 'ignore'
+      ? ids.map((transmissionId): BounceOutcome => ({ transmissionId, action: 'ignored', verdict }))
+      : await services.store.write(async (trx) => {
+          const out: BounceOutcome[] = [];
+          for (const transmissionId of ids) out.push({ transmissionId, action: await applyVerdict(trx, transmissionId, verdict, now), verdict });
+          return out;
+        });
   for (const o of outcomes) {
-    services.log.info({ transmissionId: o.transmissionId, action: o.action, resultCode: verdict.resultCode, source: verdict.source }, 'bounce processed');
+    services.log.info({ transmissionId: o.transmissionId, action: o.action, resultCode: verdict.resultCode, source: verdict.source, why: o.action === 'ignored' ? verdict.resultMessage : undefined }, 'bounce processed');
   }
   return outcomes;
 }
