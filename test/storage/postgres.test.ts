@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { openPostgres } from '../../src/storage/dialects/postgres.ts';
+import { CoalescingNotifier, openPostgres } from '../../src/storage/dialects/postgres.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { openStore, type Store } from '../../src/storage/store.ts';
 import { onlyOn, openTestStore, type TestStore } from '../helpers/databases.ts';
@@ -129,5 +129,35 @@ describe('PostgreSQL dialect', { skip }, () => {
         return true;
       },
     );
+  });
+});
+
+describe('NOTIFY coalescing (pure; runs on every database)', () => {
+  it('a burst costs one NOTIFY in flight plus one after it; every call is followed by a NOTIFY sent after it', async () => {
+    const sent: string[] = [];
+    const releases: Array<() => void> = [];
+    const notifier = new CoalescingNotifier(
+      (channel) =>
+        new Promise<void>((resolve) => {
+          sent.push(channel);
+          releases.push(resolve);
+        }),
+    );
+    const burst = Array.from({ length: 50 }, () => notifier.notify('posthorn_transmissions'));
+    void notifier.notify('posthorn_events');
+    assert.deepEqual(sent, ['posthorn_transmissions', 'posthorn_events'], 'one in flight per channel');
+    releases.shift()!();
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(sent.filter((c) => c === 'posthorn_transmissions').length, 2, 'the burst is followed by exactly one more');
+    const late = notifier.notify('posthorn_transmissions'); // arrives while the second is in flight
+    releases.shift()!(); // events
+    releases.shift()!(); // second transmissions NOTIFY
+    await new Promise((r) => setImmediate(r));
+    assert.equal(sent.filter((c) => c === 'posthorn_transmissions').length, 3, 'a call during the trailing NOTIFY gets its own');
+    releases.shift()!();
+    await Promise.all([...burst, late]);
+    void notifier.notify('posthorn_transmissions');
+    assert.equal(sent.filter((c) => c === 'posthorn_transmissions').length, 4, 'idle again: sent at once');
+    releases.shift()!();
   });
 });

@@ -79,6 +79,8 @@ export async function openPostgres(url: string, opts: PostgresOptions): Promise<
     reconnectMaxMs: opts.reconnectMaxMs ?? 10_000,
   });
 
+  const notifier = new CoalescingNotifier((channel) => pool.query('select pg_notify($1, $2)', [channel, '']).then(() => {}));
+
   return {
     name: 'postgres',
     db,
@@ -88,15 +90,45 @@ export async function openPostgres(url: string, opts: PostgresOptions): Promise<
     textType: 'text',
     addIdColumn: (table) => table.addColumn('id', 'bigint', (c) => c.primaryKey().generatedByDefaultAsIdentity()),
     isUniqueViolation: (error) => typeof error === 'object' && error !== null && (error as { code?: unknown }).code === '23505',
-    async notify(channel) {
-      await pool.query('select pg_notify($1, $2)', [channel, '']);
-    },
+    notify: (channel) => notifier.notify(channel),
     listen: (channel, onNotify) => listener.listen(channel, onNotify),
     async close() {
       await listener.close();
       await db.destroy();
     },
   };
+}
+
+/**
+ * At most one NOTIFY in flight per channel, plus one queued behind it: a burst of wake-ups (one per
+ * accepted message under load) costs two round trips, not one per message, and the last wake-up of
+ * a burst is still followed by a NOTIFY sent after it, so no listener misses work committed before.
+ */
+export class CoalescingNotifier {
+  private readonly state = new Map<string, { again: boolean; done: Promise<void> }>();
+
+  constructor(private readonly send: (channel: string) => Promise<void>) {}
+
+  notify(channel: string): Promise<void> {
+    const current = this.state.get(channel);
+    if (current) {
+      current.again = true;
+      return current.done;
+    }
+    const entry = { again: false, done: Promise.resolve() };
+    entry.done = (async () => {
+      try {
+        do {
+          entry.again = false;
+          await this.send(channel);
+        } while (entry.again);
+      } finally {
+        this.state.delete(channel);
+      }
+    })();
+    this.state.set(channel, entry);
+    return entry.done;
+  }
 }
 
 /** An error as a log field: message and code, never the connection string. */
