@@ -43,7 +43,8 @@ export async function claimDueTransmissions(trx: Tx, opts: ClaimOptions): Promis
     .select('id')
     .where(sql<boolean>`status in ('queued', 'retry')`)
     .where('next_attempt_at', '<=', opts.now)
-    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', opts.now)]))
+    // A lease holds until locked_until, exclusive: at that instant the row is due again.
+    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', opts.now)]))
     .orderBy('next_attempt_at')
     .orderBy('id')
     .limit(opts.limit);
