@@ -134,6 +134,7 @@ describe('suppression list', () => {
     assert.equal(await active('ok@example.com'), undefined, 'a refused call adds nothing');
     // An account key is refused: these are project methods.
     const wrongKey = await call('add_to_suppression_list', { address: 'x@example.com' }, seed.accountKey);
-    assert.notEqual(wrongKey.status, 200);
+    assert.equal(wrongKey.status, 401);
+    assert.match(wrongKey.body.response.message, /needs a project API key/);
   });
 });

@@ -78,7 +78,8 @@ describe('sending domains', () => {
       assert.equal(r.body.response.status, 'not_found');
     }
     const projectKey = await call('list_domains', {}, seed.projectKey);
-    assert.notEqual(projectKey.status, 200);
+    assert.equal(projectKey.status, 401);
+    assert.match(projectKey.body.response.message, /needs an account API key/);
   });
 
   it('signs with a key that verifies against the published record (mailauth)', async () => {
