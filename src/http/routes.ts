@@ -2,6 +2,7 @@
 // server; the API itself is in server.ts.
 import type { FastifyInstance } from 'fastify';
 import type { Services } from '../operations/context.ts';
+import { installTrackingRoutes } from './tracking-routes.ts';
 
 export type RouteInstaller = (app: FastifyInstance, services: Services) => Promise<void> | void;
 
@@ -9,4 +10,4 @@ const health: RouteInstaller = (app) => {
   app.get('/health', async (_req, reply) => reply.header('content-type', 'application/json').send('{"status":"ok"}'));
 };
 
-export const ROUTE_INSTALLERS: RouteInstaller[] = [health];
+export const ROUTE_INSTALLERS: RouteInstaller[] = [health, installTrackingRoutes];

@@ -14,6 +14,7 @@
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { BackgroundService } from '../background.ts';
+import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../operations/context.ts';
 import { claimDueOutbound, finishOutbound, insertOutboundAttempt, insertOutboundMany, type NewOutboundRow } from '../storage/outbound.ts';
 import type { OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
@@ -236,7 +237,7 @@ function webhookRequestRow(hook: Webhook, event: ClaimedEvent, projects: Map<num
     event: event.type,
     event_id: eventIdOf(event.id),
     project_uid: event.project_id === null ? null : (projects.get(event.project_id) ?? null),
-    occurred_at: new Date(event.created_at).toISOString(),
+    occurred_at: formatIsoTime(event.created_at),
     ...rest,
   });
   return {

@@ -1,0 +1,52 @@
+// The tracking endpoints (issue 6), served by the API listener at --public-url:
+//   GET /t/o/<token>.gif  the open pixel: a 1x1 GIF, records the first open
+//   GET /t/c/<token>      a click: 302 to the signed target URL, records the first click
+// A token whose signature does not verify is answered 404 and records nothing, so the redirector
+// cannot be used to send anyone anywhere else (delivery/tracking.ts).
+import { readTrackingToken } from '../delivery/tracking.ts';
+import { trackingSigningKey } from '../delivery/tracking-key.ts';
+import { recordClick, recordOpen } from '../operations/tracking.ts';
+import type { RouteInstaller } from './routes.ts';
+
+const PIXEL = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
+/** Longer paths are not tokens we made (links are capped at 2048 characters). */
+const MAX_TOKEN_CHARS = 4096;
+
+export const installTrackingRoutes: RouteInstaller = (app, services) => {
+  const key = () => trackingSigningKey(services);
+
+  app.get('/t/o/*', async (request, reply) => {
+    const file = (request.params as { '*': string })['*'] ?? '';
+    const token = file.endsWith('.gif') ? file.slice(0, -4) : '';
+    const read = token.length > 0 && token.length <= MAX_TOKEN_CHARS ? readTrackingToken('open', token, key()) : null;
+    if (!read) return reply.code(404).header('content-type', 'text/plain').send('Not found');
+    try {
+      await recordOpen(services, { transmissionId: read.transmissionId, userAgent: userAgentOf(request.headers['user-agent']) });
+    } catch (error) {
+      // The reader still gets the pixel; a lost open is not worth a broken image.
+      request.log.error({ err: error }, 'could not record an open');
+    }
+    return reply
+      .code(200)
+      .header('content-type', 'image/gif')
+      .header('cache-control', 'no-store, no-cache, must-revalidate, private')
+      .send(PIXEL);
+  });
+
+  app.get('/t/c/*', async (request, reply) => {
+    const token = (request.params as { '*': string })['*'] ?? '';
+    const read = token.length > 0 && token.length <= MAX_TOKEN_CHARS ? readTrackingToken('click', token, key()) : null;
+    if (!read || read.kind !== 'click') return reply.code(404).header('content-type', 'text/plain').send('Not found');
+    try {
+      await recordClick(services, { transmissionId: read.transmissionId, url: read.url, userAgent: userAgentOf(request.headers['user-agent']) });
+    } catch (error) {
+      // The reader still gets where the link goes.
+      request.log.error({ err: error }, 'could not record a click');
+    }
+    return reply.code(302).header('location', read.url).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').send();
+  });
+};
+
+function userAgentOf(value: string | undefined): string | null {
+  return value ? value.slice(0, 300) : null;
+}
