@@ -191,7 +191,7 @@ export class SmtpClient {
  * (bench/, docs/decisions/0003-performance.md).
  */
 export function connectWithoutNagle(
-  options: { host?: string; port?: number; connectionTimeout?: number },
+  options: { host?: string; port: number; connectionTimeout?: number },
   callback: (error: Error | null, socketOptions?: { connection: net.Socket }) => void,
 ): void {
   const socket = net.connect({ host: options.host, port: options.port }).setNoDelay(true);
