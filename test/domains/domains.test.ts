@@ -5,6 +5,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
 import nodemailer from 'nodemailer';
+import pino from 'pino';
+import { REDACT_PATHS } from '../../src/log.ts';
 import { DKIM_CACHE_MS, findDkimKey } from '../../src/delivery/dkim.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { formatIsoTime } from '../../src/domain/time.ts';
@@ -197,5 +199,26 @@ describe('sending domains', () => {
     assert.equal(check.records.spf.status, 'error');
     assert.equal(check.records.dkim.status, 'ok');
     assert.ok(dns.countQueries('checked.example', 'TXT') >= 3);
+  });
+
+  it('never logs the private key, even at trace level', async () => {
+    const lines: string[] = [];
+    const log = pino({ level: 'trace', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, { write: (line: string) => void lines.push(line) });
+    const app = await startTestApp({ background: false, log, config: { dnsServers: [dns.address] } });
+    try {
+      const s = await app.seed('logs');
+      const created = await app.call('create_domain', { api_key: s.accountKey, arguments: { name: 'logged.example' } });
+      assert.equal(created.status, 200);
+      await app.call('check_domain', { api_key: s.accountKey, arguments: { name: 'logged.example' } });
+      const key = await findDkimKey(app.app.services, s.accountId, 'a@logged.example');
+      assert.ok(key);
+      const body = key.privateKey.split('\n').slice(1, -2).join('');
+      assert.ok(lines.length > 0, 'the logger did receive lines');
+      const all = lines.join('\n');
+      assert.doesNotMatch(all, /PRIVATE KEY/);
+      assert.ok(!all.includes(body.slice(0, 64)));
+    } finally {
+      await app.close();
+    }
   });
 });
