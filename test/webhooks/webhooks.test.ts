@@ -6,6 +6,7 @@ import { ManualClock } from '../../src/domain/clock.ts';
 import { recordEvent, type NewEvent } from '../../src/storage/events.ts';
 import type { OutboundDispatcher } from '../../src/webhooks/dispatcher.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
+import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.ts';
 import { startHttpSink, verifyWebhookSignature, type HttpSink } from '../helpers/http-sink.ts';
 
 function dispatcherOf(t: TestApp): OutboundDispatcher {
@@ -242,17 +243,27 @@ describe('delivery webhooks', () => {
 describe('webhook URL policy (SSRF)', () => {
   let t: TestApp;
   let seed: Seed;
+  let dns: TestDnsServer;
   before(async () => {
-    t = await startTestApp({ config: { allowPrivateWebhooks: false } });
+    // Names resolve through a DNS server of the test on 127.0.0.1 (nothing leaves the machine).
+    dns = await startDnsServer({
+      'private.test': { a: ['10.0.0.7'] },
+      'mixed.test': { a: ['93.184.216.34', '127.0.0.1'] },
+      'v6loop.test': { aaaa: ['::1'] },
+      'rebind.test': { a: ['93.184.216.34'] },
+    });
+    t = await startTestApp({ config: { allowPrivateWebhooks: false, dnsServers: [dns.address] } });
     seed = await t.seed();
   });
-  after(() => t.close());
+  after(async () => {
+    await t.close();
+    await dns.close();
+  });
 
   it('refuses URLs that resolve to private, loopback, link-local, CGNAT or unspecified addresses', async () => {
     const refused = [
       'http://127.0.0.1:8080/hook',
       'http://127.9.9.9/',
-      'http://localhost/hook',
       'http://10.1.2.3/',
       'http://172.16.0.1/',
       'http://192.168.1.1/',
@@ -268,12 +279,18 @@ describe('webhook URL policy (SSRF)', () => {
       'http://[64:ff9b::a00:1]/',
       'https://2130706433/',
       'http://0x7f.1/',
+      'http://private.test/hook',
+      'http://mixed.test/hook',
+      'http://v6loop.test/hook',
     ];
     for (const url of refused) {
       const r = await t.call('create_webhook', { api_key: seed.accountKey, arguments: { url } });
       assert.equal(r.status, 400, url);
       assert.match(r.body.response.message, /non-public address/, url);
     }
+    const unknown = await t.call('create_webhook', { api_key: seed.accountKey, arguments: { url: 'http://nowhere.test/' } });
+    assert.equal(unknown.status, 400);
+    assert.match(unknown.body.response.message, /does not resolve/);
   });
 
   it('classifies public addresses as public', async () => {
@@ -284,22 +301,23 @@ describe('webhook URL policy (SSRF)', () => {
     }
   });
 
-  it('re-checks at send time: a request whose host now resolves to a private address is refused without connecting', async () => {
-    const { startHttpSink } = await import('../helpers/http-sink.ts');
+  it('re-checks at send time: after DNS rebinding to a private address nothing is sent', async () => {
     const sink = await startHttpSink();
     try {
-      // Stored while allowed (as if DNS had pointed at a public address then): the dispatcher of an
-      // app that refuses private addresses must not connect.
+      // Accepted while the name pointed at a public address (never contacted: see below).
+      const created = await t.call('create_webhook', { api_key: seed.accountKey, arguments: { url: `http://rebind.test:${new URL(sink.url).port}/hook`, events: ['failed'] } });
+      assert.equal(created.status, 200, JSON.stringify(created.body));
+      dns.set('rebind.test', { a: ['127.0.0.1'], ttl: 0 });
       const now = t.app.services.clock.now();
-      const { enqueueOutbound } = await import('../../src/webhooks/outbound.ts');
       await t.app.services.store.write((trx) =>
-        enqueueOutbound(trx, { accountId: seed.accountId, projectId: null, kind: 'postback', url: sink.url + '/private', body: '{}', headers: {}, ref: null }, now),
+        recordEvent(trx, { accountId: seed.accountId, projectId: seed.projectId, type: 'failed', payload: { recipient: 'x@example.com' }, now }),
       );
       await dispatcherOf(t).drain();
-      assert.equal(sink.requests.length, 0);
-      const list = await t.call('list_webhook_deliveries', { api_key: seed.accountKey, arguments: { kind: 'postback' } });
-      assert.equal(list.body.data.deliveries[0].status, 'pending');
-      assert.match(list.body.data.deliveries[0].last_error, /refused: host 127\.0\.0\.1 resolves to a non-public address/);
+      assert.equal(sink.requests.length, 0, 'nothing reached the loopback receiver');
+      const list = await t.call('list_webhook_deliveries', { api_key: seed.accountKey, arguments: { status: 'pending' } });
+      assert.equal(list.body.data.deliveries.length, 1);
+      assert.match(list.body.data.deliveries[0].last_error, /refused: host rebind\.test resolves to a non-public address \(127\.0\.0\.1\)/);
+      assert.equal(list.body.data.deliveries[0].attempt_log.length, 1);
     } finally {
       await sink.close();
     }
