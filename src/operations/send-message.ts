@@ -55,10 +55,10 @@ export async function sendMessage(services: Services, caller: ProjectCaller, inp
   // concurrent requests share one commit, and time spent inside delays all of them.
   const payload = JSON.stringify(buildPayload(accepted, request.variables, request.attachments, messageIdFor(uid, services.config.mailerHost)));
   const rows = transmissionRows(accepted, caller.project.id, request.deliver, now);
-  let id: number;
-  try {
-    id = await services.store.write(async (trx) => {
-      const messageId = await insertMessage(trx, {
+  const id = await services.store.write(async (trx) => {
+    let messageId: number;
+    try {
+      messageId = await insertMessage(trx, {
         project_id: caller.project.id,
         uid,
         unique_id: uniqueIdFor(uid, services.config.mailerHost),
@@ -70,19 +70,23 @@ export async function sendMessage(services: Services, caller: ProjectCaller, inp
         created_at: now,
         payload,
       });
-      for (const row of rows) row.message_id = messageId;
-      await insertTransmissions(trx, rows);
-      return messageId;
-    });
-  } catch (error) {
-    if (services.store.dialect.isUniqueViolation(error)) {
-      throw new ApiError('bad_request', `Uid ${uid} already exists. Assuming message duplication.`);
+    } catch (error) {
+      // The message insert's only unique constraint is messages_project_uid: a duplicate. The
+      // error still rolls this unit back (it is rethrown as the API's answer).
+      if (services.store.dialect.isUniqueViolation(error)) throw duplicateUid(uid);
+      throw error;
     }
-    throw error;
-  }
+    for (const row of rows) row.message_id = messageId;
+    await insertTransmissions(trx, rows);
+    return messageId;
+  });
   // Workers are told only when there is something to deliver (a wake is a NOTIFY on PostgreSQL).
   if (rows.some((row) => row.status === 'queued')) services.store.wake('transmissions');
   return { id, url: messageUrl(services, id), uid };
+}
+
+function duplicateUid(uid: string): ApiError {
+  return new ApiError('bad_request', `Uid ${uid} already exists. Assuming message duplication.`);
 }
 
 async function loadTemplateChain(services: Services, projectId: number, slug: string): Promise<TemplateLevel[]> {
