@@ -1,6 +1,7 @@
 // `npm run bench`: Posthorn side by side with Postfix on this machine, everything on 127.0.0.1.
 //
 //   1  ceiling: smtp-source -> smtp-sink (the SMTP limit of the machine)
+//   1n Nodemailer's pooled client alone -> smtp-sink (the limit of a Node sender built on it)
 //   2  Postfix as a relay: smtp-source -> private Postfix -> smtp-sink
 //   3  Posthorn ingest: durable send_message over HTTP (SQLite, group commit, fsync)
 //   4  Posthorn end to end on SQLite: API -> delivery -> smtp-sink
@@ -21,7 +22,7 @@ import { formatProfile, summarizeProfile } from './lib/cpu-profile.ts';
 import { seedHistory } from './lib/history-seed.ts';
 import { ensurePostfix, runSource, startPostfixRelay, startSink, type Sink } from './lib/postfix.ts';
 import { createInstance, migrate, ROOT, sendLoad, serve, tailLog, timePost, type Instance, type Service } from './lib/posthorn.ts';
-import { hookSignals, onCleanup, runAllCleanups, sampleRss } from './lib/processes.ts';
+import { hookSignals, onCleanup, runAllCleanups, runCommand, sampleRss } from './lib/processes.ts';
 import { describeMachine, formatMarkdown, formatTable, gitRevision, type Figure } from './lib/report.ts';
 import { median, percentile } from './lib/stats.ts';
 
@@ -85,6 +86,37 @@ async function measureCeiling(sink: Sink): Promise<Figure> {
     log(`1 ceiling run ${i + 1}: ${runs[i].toFixed(0)} msg/s`);
   }
   return addFigure({ id: '1', name: 'Ceiling: smtp-source -> smtp-sink', unit: 'msg/s', value: median(runs), runs });
+}
+
+/**
+ * Nodemailer's pooled client alone (own process, pre-composed 1 KB messages, 10 connections like
+ * Posthorn's default per destination): the SMTP ceiling of a Node delivery engine built on it.
+ * Also once with Nagle's algorithm on (Nodemailer's default socket), to show what that costs.
+ */
+async function measureNodemailerCeiling(sink: Sink): Promise<void> {
+  const script = path.join(ROOT, 'bench', 'lib', 'nodemailer-ceiling.ts');
+  const runOnce = async (messages: number, noDelay: boolean): Promise<number> => {
+    const before = sink.count();
+    const run = await runCommand(process.execPath, ['--import', 'tsx', script, String(sink.port), String(messages), '10', '64', noDelay ? '1' : '0'], {
+      cwd: ROOT,
+      timeoutMs: deliveryTimeoutMs(messages),
+    });
+    if (run.code !== 0) throw new Error(`nodemailer-ceiling exited ${run.code}: ${run.stderr.trim().split('\n').slice(-3).join(' ')}`);
+    const result = JSON.parse(run.stdout.trim().split('\n').pop()!) as { elapsedMs: number; failed: number };
+    if (result.failed > 0) throw new Error(`${result.failed} of ${messages} sends failed`);
+    await sink.waitForCount(before + messages, 10_000);
+    return messages / (result.elapsedMs / 1000);
+  };
+  await runOnce(1000, true);
+  const runs: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    runs.push(await runOnce(E2E_MESSAGES, true));
+    log(`1n nodemailer pooled client run ${i + 1}: ${runs[i].toFixed(0)} msg/s`);
+  }
+  addFigure({ id: '1n', name: 'Nodemailer pooled client alone -> smtp-sink (10 conns, Nagle off)', unit: 'msg/s', value: median(runs), runs });
+  const nagle = await runOnce(500, false);
+  log(`1n nodemailer pooled client with Nagle on: ${nagle.toFixed(0)} msg/s`);
+  addFigure({ id: '1n', name: 'Nodemailer pooled client, Nagle on (its default socket)', unit: 'msg/s', value: nagle, runs: [nagle] });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -333,13 +365,14 @@ async function main(): Promise<number> {
   const started = Date.now();
   const postfixVersion = await ensurePostfix(log);
   const machine = describeMachine(postfixVersion, await postgresVersion(args['pg-url']!));
-  log(`${machine.cpu}, ${machine.cores} cores, ${machine.ramGiB.toFixed(1)} GiB, Node ${machine.node}, Postfix ${machine.postfix}; load ${machine.loadBefore}`);
+  log(`${machine.cpu}, ${machine.cores} cores, ${machine.ramGiB.toFixed(1)} GiB, Node ${machine.node}, Postfix ${machine.postfix}; load ${machine.loadBefore}; one fsync-ed commit ${machine.commitMs.toFixed(2)} ms`);
   const sink = await startSink();
   onCleanup('smtp-sink', () => sink.stop());
   log(`smtp-sink on 127.0.0.1:${sink.port}`);
 
   let postfix: PostfixFigures | null = null;
   if (wanted('1')) await measureCeiling(sink).catch((e) => failed('1', 'Ceiling: smtp-source -> smtp-sink', 'msg/s', e));
+  if (wanted('1n')) await measureNodemailerCeiling(sink).catch((e) => failed('1n', 'Nodemailer pooled client alone', 'msg/s', e));
   if (wanted('2')) postfix = await measurePostfixRelay(sink).catch((e) => (failed('2', 'Postfix as a relay', 'msg/s', e), null));
   if (wanted('3')) await measureIngest(postfix?.accept.value ?? null).catch((e) => failed('3', 'Posthorn ingest', 'msg/s', e, '≥ 10,000 msg/s'));
   if (wanted('4')) {

@@ -28,6 +28,8 @@ export interface ProfileSummary {
   idleShare: number;
   functions: ProfileRow[];
   files: ProfileRow[];
+  /** Posthorn's own functions (src/) by inclusive time: self plus everything they called */
+  inclusive: ProfileRow[];
 }
 
 function shortUrl(url: string): string {
@@ -67,7 +69,24 @@ export function summarizeProfile(file: string, top = 25): ProfileSummary {
       .sort((a, b) => b[1] - a[1])
       .slice(0, top)
       .map(([name, us]) => ({ name, selfMs: us / 1000, share: us / totalUs }));
-  return { totalMs: totalUs / 1000, idleShare: idleUs / totalUs, functions: rank(functions), files: rank(files) };
+  // Inclusive time of src/ functions: walk the tree once, each node's subtree total, counted once
+  // per function on a path (recursion is not double counted).
+  const parentOf = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
+  const inclusive = new Map<string, number>();
+  for (const [id, us] of selfUs) {
+    const seen = new Set<string>();
+    for (let at: number | undefined = id; at !== undefined; at = parentOf.get(at)) {
+      const { functionName, url, lineNumber } = byId.get(at)!.callFrame;
+      const short = shortUrl(url);
+      if (!short.startsWith('src/')) continue;
+      const name = `${functionName || '(anonymous)'} ${short}:${lineNumber + 1}`;
+      if (seen.has(name)) continue;
+      seen.add(name);
+      inclusive.set(name, (inclusive.get(name) ?? 0) + us);
+    }
+  }
+  return { totalMs: totalUs / 1000, idleShare: idleUs / totalUs, functions: rank(functions), files: rank(files), inclusive: rank(inclusive) };
 }
 
 export function formatProfile(title: string, summary: ProfileSummary): string {
@@ -78,6 +97,8 @@ export function formatProfile(title: string, summary: ProfileSummary): string {
     ...summary.functions.map(line),
     ' by file / package:',
     ...summary.files.map(line),
+    ' Posthorn functions (src/) by inclusive time:',
+    ...summary.inclusive.map(line),
   ].join('\n');
 }
 

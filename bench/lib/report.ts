@@ -3,6 +3,8 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
+import SqliteDatabase from 'better-sqlite3';
 import { formatNumber } from './stats.ts';
 
 export interface Figure {
@@ -33,6 +35,36 @@ export interface Machine {
   os: string;
   date: string;
   loadBefore: string;
+  /** one durable SQLite commit (WAL, synchronous=FULL) on the temporary directory's disk */
+  commitMs: number;
+}
+
+/**
+ * Times `commits` single-row transactions with WAL and synchronous=FULL in os.tmpdir(): what one
+ * fsync-ed commit costs on this disk. Every durable figure rests on it.
+ */
+export function measureCommitMs(commits = 100): number {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-bench-fsync-'));
+  try {
+    const db = new SqliteDatabase(path.join(dir, 'fsync.db'));
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)');
+    const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+    const begin = db.prepare('BEGIN');
+    const commit = db.prepare('COMMIT');
+    const started = performance.now();
+    for (let i = 0; i < commits; i++) {
+      begin.run();
+      insert.run('x'.repeat(500));
+      commit.run();
+    }
+    const ms = (performance.now() - started) / commits;
+    db.close();
+    return ms;
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 export function describeMachine(postfix: string, postgres: string): Machine {
@@ -55,6 +87,7 @@ export function describeMachine(postfix: string, postgres: string): Machine {
     os: osName,
     date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
     loadBefore: os.loadavg().map((l) => l.toFixed(2)).join(' '),
+    commitMs: measureCommitMs(),
   };
 }
 
@@ -109,6 +142,7 @@ what limits each one and where the time goes: [decisions/0003-performance.md](de
 | PostgreSQL | ${machine.postgres} |
 | Date | ${machine.date} |
 | Load average before the run | ${machine.loadBefore} |
+| One durable SQLite commit (WAL, synchronous=FULL, measured) | ${machine.commitMs.toFixed(2)} ms |
 
 Everything ran on this one machine over 127.0.0.1: the load generators (smtp-source, autocannon),
 the receiver (Postfix's smtp-sink), Postfix and Posthorn share the same cores.
