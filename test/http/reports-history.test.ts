@@ -70,6 +70,7 @@ describe('messages_history and get_messages', () => {
       assert.equal(r.body.data.page, 1);
       assert.equal(r.body.data.per_page, 50);
       assert.equal(r.body.data.has_more, false);
+      assert.deepEqual(r.body.data.date_range, [null, null]);
     }
   });
 
@@ -79,6 +80,7 @@ describe('messages_history and get_messages', () => {
       one.body.data.messages_history.map((x: any) => x.created_at),
       ['2026-04-02 23:59:59', '2026-04-02 12:00:00', '2026-04-02 12:00:00', '2026-04-02 00:00:00'],
     );
+    assert.deepEqual(one.body.data.date_range, ['2026-04-02', '2026-04-02']);
     const range = await history({ from: '2026-04-02', to: '2026-04-04' });
     assert.equal(range.body.data.messages_history.length, 12);
     assert.deepEqual(
@@ -94,6 +96,21 @@ describe('messages_history and get_messages', () => {
     assert.deepEqual(none.body.data.messages_history, []);
     // nulls and empty strings count as absent
     assert.equal((await history({ from: null, to: '' })).body.data.messages_history.length, expected.length);
+  });
+
+  it('reads from/to at the top level of the body when arguments lacks them (the .NET client sends them there)', async () => {
+    for (const method of ['messages_history', 'messages_history_detailed']) {
+      const r = await t.call(method, { api_key: seed.projectKey, from: '2026-04-02', to: '2026-04-02' });
+      assert.equal(r.status, 200);
+      assert.equal(r.body.data.messages_history.length, 4, method);
+      assert.deepEqual(r.body.data.date_range, ['2026-04-02', '2026-04-02']);
+      // arguments wins over the top level
+      const both = await t.call(method, { api_key: seed.projectKey, from: '2026-04-01', arguments: { from: '2026-04-05' } });
+      assert.equal(both.body.data.messages_history.length, 4);
+      const bad = await t.call(method, { api_key: seed.projectKey, to: 'someday' });
+      assert.equal(bad.status, 406);
+      assert.match(bad.body.response.message, /"to"/);
+    }
   });
 
   it('pages with page/per_page: disjoint, complete, in order, has_more until the last page', async () => {

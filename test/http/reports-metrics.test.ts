@@ -77,44 +77,44 @@ describe('get_metrics, get_project_info, get_account_info, get_suppression_list'
 
   it('counts the current hour against the previous one (start inclusive, end exclusive)', async () => {
     const { hour } = await metrics();
-    assert.deepEqual(hour.created, metric(2, 1, 100, 100, 100));
-    assert.deepEqual(hour.delivered, metric(1, 0, 50, 0, 0));
-    assert.deepEqual(hour.failed, metric(1, 0, 50, 0, 0)); // B failed at 10:00:00 exactly
-    assert.deepEqual(hour.rejected, metric(1, 0, 50, 0, 0));
-    assert.deepEqual(hour.opened, metric(1, 0, 50, 0, 0));
-    assert.deepEqual(hour.clicked, metric(1, 0, 50, 0, 0));
-    assert.deepEqual(hour.queued, metric(1, 0, 50, 0, 0)); // F (retry); B, created 09:59:59, is final
+    assert.deepEqual(hour.created, metric(2, 1, 0, 0, 0)); // created and queued carry no percent
+    assert.deepEqual(hour.delivered, metric(1, 0, 50, 0, 50));
+    assert.deepEqual(hour.failed, metric(1, 0, 50, 0, 50)); // B failed at 10:00:00 exactly
+    assert.deepEqual(hour.rejected, metric(1, 0, 50, 0, 50));
+    assert.deepEqual(hour.opened, metric(1, 0, 50, 0, 50));
+    assert.deepEqual(hour.clicked, metric(1, 0, 50, 0, 50));
+    assert.deepEqual(hour.queued, metric(1, 0, 0, 0, 0)); // F (retry); B, created 09:59:59, is final
   });
 
   it('counts today against yesterday, this week (from Monday) and this month against the previous ones', async () => {
     const m = await metrics();
-    assert.deepEqual(m.date.created, metric(3, 1, 100, 100, 200));
-    assert.deepEqual(m.date.delivered, metric(1, 0, 33.33, 0, 0));
-    assert.deepEqual(m.date.queued, metric(1, 1, 33.33, 100, 0));
-    assert.deepEqual(m.date.failed, metric(1, 0, 33.33, 0, 0));
+    assert.deepEqual(m.date.created, metric(3, 1, 0, 0, 0));
+    assert.deepEqual(m.date.delivered, metric(1, 0, 33.33, 0, 33.33));
+    assert.deepEqual(m.date.queued, metric(1, 1, 0, 0, 0));
+    assert.deepEqual(m.date.failed, metric(1, 0, 33.33, 0, 33.33));
     // Sunday 1 March belongs to the previous week
-    assert.deepEqual(m.week.created, metric(3, 2, 100, 100, 50));
-    assert.deepEqual(m.week.delivered, metric(1, 1, 33.33, 50, 0));
-    assert.deepEqual(m.week.queued, metric(1, 1, 33.33, 50, 0));
+    assert.deepEqual(m.week.created, metric(3, 2, 0, 0, 0));
+    assert.deepEqual(m.week.delivered, metric(1, 1, 33.33, 50, -16.67)); // percentage points
+    assert.deepEqual(m.week.queued, metric(1, 1, 0, 0, 0));
     // G (31 January) is in neither month
-    assert.deepEqual(m.month.created, metric(4, 2, 100, 100, 100));
-    assert.deepEqual(m.month.delivered, metric(1, 1, 25, 50, 0));
-    assert.deepEqual(m.month.failed, metric(1, 1, 25, 50, 0));
-    assert.deepEqual(m.month.rejected, metric(1, 0, 25, 0, 0));
-    assert.deepEqual(m.month.queued, metric(2, 0, 50, 0, 0));
+    assert.deepEqual(m.month.created, metric(4, 2, 0, 0, 0));
+    assert.deepEqual(m.month.delivered, metric(1, 1, 25, 50, -25));
+    assert.deepEqual(m.month.failed, metric(1, 1, 25, 50, -25));
+    assert.deepEqual(m.month.rejected, metric(1, 0, 25, 0, 25));
+    assert.deepEqual(m.month.queued, metric(2, 0, 0, 0, 0));
   });
 
   it('moves with the clock: an hour later, and at the turn of the month', async () => {
     try {
       clock.set(at('2026-03-02T11:00:00Z'));
       const later = await metrics();
-      assert.deepEqual(later.hour.created, metric(0, 2, 0, 100, -100));
-      assert.deepEqual(later.hour.delivered, metric(0, 1, 0, 50, -100));
-      assert.deepEqual(later.date.created, metric(3, 1, 100, 100, 200));
+      assert.deepEqual(later.hour.created, metric(0, 2, 0, 0, 0));
+      assert.deepEqual(later.hour.delivered, metric(0, 1, 0, 50, -50));
+      assert.deepEqual(later.date.created, metric(3, 1, 0, 0, 0));
       clock.set(at('2026-04-01T00:00:00Z'));
       const april = await metrics();
-      assert.deepEqual(april.month.created, metric(0, 4, 0, 100, -100));
-      assert.deepEqual(april.month.failed, metric(0, 1, 0, 25, -100));
+      assert.deepEqual(april.month.created, metric(0, 4, 0, 0, 0));
+      assert.deepEqual(april.month.failed, metric(0, 1, 0, 25, -25));
       assert.deepEqual(april.date.created, metric(0, 0, 0, 0, 0));
     } finally {
       clock.set(NOW);
@@ -192,5 +192,37 @@ describe('get_metrics, get_project_info, get_account_info, get_suppression_list'
     assert.equal(bad.status, 406);
     assert.match(bad.body.response.message, /per_page/);
     assert.equal((await t.call('get_suppression_list', { api_key: seed.accountKey })).status, 401);
+  });
+});
+
+describe('get_metrics percentages against a recorded PostageApp answer', () => {
+  // The official .NET client's fixture of a real get_metrics answer has, for `date`: 85 created
+  // today and 82 delivered, 118 created yesterday and 108 delivered, answered as
+  // current_percent 96.47..., previous_percent 91.52..., diff_percent 4.94... (the difference of
+  // the percents), with 0 as the percents of `created`.
+  let t: TestApp;
+  after(() => t?.close());
+
+  it('reproduces its figures', async () => {
+    const now = at('2026-06-10T15:00:00Z');
+    t = await startTestApp({ clock: new ManualClock(now), background: false });
+    const seed = await t.seed('recorded');
+    const writes: Array<Promise<unknown>> = [];
+    const add = (uid: string, created: number, delivered: boolean) =>
+      writes.push(
+        insertMessage(t.app.services, {
+          projectId: seed.projectId,
+          uid,
+          created_at: created,
+          recipients: [delivered ? { recipient: `${uid}@example.com`, status: 'completed', completed_at: created + 1000 } : { recipient: `${uid}@example.com`, status: 'failed', failed_at: created + 1000 }],
+        }),
+      );
+    for (let i = 0; i < 85; i++) add(`today-${i}`, at('2026-06-10T01:00:00Z') + i * 1000, i < 82);
+    for (let i = 0; i < 118; i++) add(`yesterday-${i}`, at('2026-06-09T01:00:00Z') + i * 1000, i < 108);
+    await Promise.all(writes);
+    const r = await t.call('get_metrics', { api_key: seed.projectKey });
+    assert.deepEqual(r.body.data.metrics.date.delivered, metric(82, 108, 96.47, 91.53, 4.94));
+    assert.deepEqual(r.body.data.metrics.date.failed, metric(3, 10, 3.53, 8.47, -4.94));
+    assert.deepEqual(r.body.data.metrics.date.created, metric(85, 118, 0, 0, 0));
   });
 });

@@ -1,6 +1,6 @@
 // The read methods: what happened to the messages a project sent (docs/api/reports.md). Each
 // handler reads its arguments, calls an operation in operations/reports/, and returns `data`.
-import type { Args } from '../../domain/args.ts';
+import { Args } from '../../domain/args.ts';
 import { ApiError } from '../../domain/errors.ts';
 import { parseApiDate } from '../../domain/time.ts';
 import type { Caller, Services } from '../../operations/context.ts';
@@ -65,10 +65,14 @@ function readDay(args: Args, field: string): number | null {
 
 async function runHistory(call: MethodCall, detailed: boolean) {
   const { services, caller, args } = call;
-  const fromDayMs = readDay(args, 'from');
-  const toDayMs = readDay(args, 'to');
+  // The official .NET client sends from/to at the top level, beside api_key: read them there when
+  // arguments does not have them.
+  const top = new Args(call.body);
+  const datesOf = (field: string) => (args.has(field) || !top.has(field) ? args : top);
+  const fromDayMs = readDay(datesOf('from'), 'from');
+  const toDayMs = readDay(datesOf('to'), 'to');
   if (fromDayMs !== null && toDayMs !== null && fromDayMs > toDayMs) {
-    throw args.invalid('from', `(${args.string('from')}) must not be after "to" (${args.string('to')})`);
+    throw args.invalid('from', `(${datesOf('from').string('from')}) must not be after "to" (${datesOf('to').string('to')})`);
   }
   const { page, perPage } = readPaging(services, args);
   return { data: await listTransmissionHistory(services, projectOf(caller), { fromDayMs, toDayMs, page, perPage, detailed }) };

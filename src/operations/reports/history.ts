@@ -36,6 +36,8 @@ export interface DetailedHistoryRecord extends HistoryRecord {
 }
 
 export interface HistoryPage {
+  /** the dates filtered on, [from, to] as YYYY-MM-DD, null where open (PostageApp answers this too) */
+  date_range: [string | null, string | null];
   messages_history: HistoryRecord[] | DetailedHistoryRecord[];
   page: number;
   per_page: number;
@@ -55,11 +57,16 @@ export async function listTransmissionHistory(services: Services, project: Proje
   const hasMore = rows.length > req.perPage;
   const pageRows = hasMore ? rows.slice(0, req.perPage) : rows;
   return {
+    date_range: [formatDay(req.fromDayMs), formatDay(req.toDayMs)],
     messages_history: req.detailed ? pageRows.map(presentDetailed) : pageRows.map(presentRecord),
     page: req.page,
     per_page: req.perPage,
     has_more: hasMore,
   };
+}
+
+function formatDay(dayMs: number | null): string | null {
+  return dayMs === null ? null : new Date(dayMs).toISOString().slice(0, 10);
 }
 
 function presentRecord(row: HistoryRow): HistoryRecord {

@@ -8,7 +8,12 @@
 //   opened     opened_at in the period;  clicked: clicked_at in the period
 //   spammed    0: Posthorn receives no complaint (feedback-loop) reports yet
 // The current period runs from its start to its end (so far, in practice); the previous one is
-// the whole period before it. A percent is the value over `created` of the same period.
+// the whole period before it.
+//
+// Percentages follow what PostageApp's own API answers (as recorded in its official .NET client's
+// test fixtures): a metric's percent is its value over `created` of the same period; `created`
+// and `queued` carry no percent (0); diff_percent is current_percent - previous_percent, in
+// percentage points (not the relative change of the value).
 import { DAY_MS } from '../../domain/time.ts';
 import { countInWindows, type MetricColumn, type MetricFilter, type TimeWindow } from '../../storage/reports.ts';
 import type { Project } from '../../storage/schema.ts';
@@ -66,9 +71,17 @@ export function metricWindows(nowMs: number): Record<MetricPeriod, { current: Ti
   };
 }
 
+/** The metrics whose percent is not taken over `created` (PostageApp answers 0 for them). */
+const WITHOUT_PERCENT: ReadonlySet<MetricName> = new Set(['created', 'queued']);
+
+/** Two decimals, so differences of rounded percents stay free of float noise. */
+function roundHundredths(n: number): number {
+  return Math.round(n * 100) / 100;
+}
+
 /** Percent with two decimals, 0 when the whole is 0. */
 function percentOf(part: number, whole: number): number {
-  return whole === 0 ? 0 : Math.round((part / whole) * 10_000) / 100;
+  return whole === 0 ? 0 : roundHundredths((part / whole) * 100);
 }
 
 export async function getMetrics(services: Services, projectIds: readonly number[]): Promise<Metrics> {
@@ -88,13 +101,14 @@ export async function getMetrics(services: Services, projectIds: readonly number
     for (const name of METRIC_NAMES) {
       const current = counts[name][2 * p];
       const previous = counts[name][2 * p + 1];
+      const currentPercent = WITHOUT_PERCENT.has(name) ? 0 : percentOf(current, createdNow);
+      const previousPercent = WITHOUT_PERCENT.has(name) ? 0 : percentOf(previous, createdBefore);
       metrics[period][name] = {
         current_value: current,
         previous_value: previous,
-        current_percent: percentOf(current, createdNow),
-        previous_percent: percentOf(previous, createdBefore),
-        // the change of the value itself, relative to the previous value
-        diff_percent: previous === 0 ? 0 : Math.round(((current - previous) / previous) * 10_000) / 100,
+        current_percent: currentPercent,
+        previous_percent: previousPercent,
+        diff_percent: roundHundredths(currentPercent - previousPercent),
       };
     }
   });
