@@ -233,7 +233,7 @@ async function measureEndToEnd(id: string, label: string, sink: Sink, instance: 
     if (id === '4') {
       addFigure({
         id: '7a', name: 'Peak RSS of the service during 4', unit: 'MiB', value: rss?.peak ?? null, runs: [],
-        postfix: postfixRss === null ? null : { label: 'Postfix processes summed, during 2', value: postfixRss },
+        postfix: postfixRss === null ? null : { label: 'Postfix processes, summed PSS, during 2', value: postfixRss },
         target: '< 512 MiB', met: rss ? rss.peak < 512 : null,
       });
     }
@@ -419,7 +419,7 @@ async function main(): Promise<number> {
     `Posthorn: \`node bin/posthorn.js serve --port 0 --mailer-host bench.local --transport-map bench.local=127.0.0.1:SINK\`, default settings otherwise (SQLite, WAL, synchronous=FULL, group commit). Load: autocannon, ${CONNECTIONS} keep-alive connections, a distinct uid per request.`,
     `3 runs \`--role api\` (the ingest path alone), ${INGEST_SECONDS} s per run after a 2 s warm-up; p50/p99 are autocannon's per-request latencies. 4 and 5 run \`--role all\`: ${E2E_MESSAGES} messages per run after a warm-up of 2,000; the figure is messages divided by the time from the first request to the last message at the sink.`,
     `6: ${HISTORY_ROWS.toLocaleString('en-US')} transmissions (${HISTORY_PER_MESSAGE} per message, created over 20 days) written with direct SQL, then ${HISTORY_REQUESTS} sequential messages_history requests (per_page 250) per page per run.`,
-    `7a: VmHWM of the service process at the end of 4 (Postfix: summed RSS of its master and children sampled every 100 ms during 2; shared pages counted once per process). 7b: ${QUEUED.toLocaleString('en-US')} single-recipient messages queued through the API by a \`--role api\` process, then a \`--role worker\` process drains them to smtp-sink; its VmHWM.`,
+    `7a: VmHWM of the service process at the end of 4 (Postfix: the peak of the summed PSS, proportional set size, of its master and children, sampled every 100 ms during 2). 7b: ${QUEUED.toLocaleString('en-US')} single-recipient messages queued through the API by a \`--role api\` process, then a \`--role worker\` process drains them to smtp-sink; its VmHWM.`,
   ];
   if (!args['no-write']) {
     const doc = path.join(ROOT, 'docs', 'benchmarks.md');

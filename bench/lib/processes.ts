@@ -141,15 +141,27 @@ export function listChildPids(parentPid: number): number[] {
   return out;
 }
 
+/** Proportional set size of a process in MiB: shared pages divided among their sharers. */
+export function readPssMiB(pid: number): number | null {
+  try {
+    const rollup = fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    const kb = Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? NaN);
+    return Number.isFinite(kb) ? kb / 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
 /**
- * Samples the summed RSS of a set of processes every intervalMs; stop() returns the peak in MiB.
- * (Summed RSS counts shared pages once per process: an upper bound for a multi-process server.)
+ * Samples the summed PSS of a set of processes every intervalMs; stop() returns the peak in MiB.
+ * PSS, not RSS: a multi-process server's processes share most of their pages (libraries, the
+ * binary), which summed RSS would count once per process.
  */
 export function sampleRss(pids: () => number[], intervalMs = 100): { stop(): number } {
   let peak = 0;
   const tick = () => {
     let sum = 0;
-    for (const pid of pids()) sum += readRssMiB(pid)?.rss ?? 0;
+    for (const pid of pids()) sum += readPssMiB(pid) ?? readRssMiB(pid)?.rss ?? 0;
     if (sum > peak) peak = sum;
   };
   tick();
