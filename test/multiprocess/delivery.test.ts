@@ -219,7 +219,7 @@ describe('many processes on one PostgreSQL database', { skip: onlyOn('postgres')
     const held = async () => Number((await db.query<{ n: string }>(`select count(*) as n from transmissions where locked_by = $1`, [workerBId])).rows[0].n);
     // Mid-way, at a moment worker B holds claimed rows.
     await waitFor(() => sink.distinct() >= base + PHASE2 * 0.3, 'a third of phase 2 delivered', 120_000, 10);
-    await waitFor(async () => (await held()) > 0, 'worker B to hold claimed rows', 60_000, 5);
+    await waitFor(async () => (await held()) >= 4, 'worker B to hold claimed rows', 60_000, 5);
     workerB.child.kill('SIGKILL');
     const killedAt = Date.now();
     await workerB.exited;

@@ -77,6 +77,7 @@ describe(`process roles and migrate on ${testDatabase()}`, () => {
     const running = await worker.waitUntilRunning();
     assert.equal(running.role, 'worker');
     assert.equal(running.url, null);
+    assert.ok(running.background.includes('delivery'), `background services: ${running.background.join(', ')}`);
     // Nothing but the serve command itself may keep a worker alive: it must still be running.
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal(worker.exitCode, undefined, `the worker exited on its own\n${worker.tail()}`);
