@@ -126,6 +126,10 @@ describe('messages_history and get_messages', () => {
       seen.push(...rows.map((x: any) => `${x.uid}/${x.recipient}`));
     }
     assert.deepEqual(seen, expected.map((x) => `${x.uid}/${x.recipient}`));
+    const far = await history({ page: 1_000_000_000, per_page: 50 });
+    assert.equal(far.status, 200);
+    assert.deepEqual(far.body.data.messages_history, []);
+    assert.match((await history({ page: 1_000_000_001 })).body.response.message, /"page".*between 1 and 1000000000/);
     const beyond = await history({ page: 99, per_page: 6 });
     assert.deepEqual(beyond.body.data.messages_history, []);
     assert.equal(beyond.body.data.has_more, false);
