@@ -41,7 +41,7 @@ export function targetUid({ args, uid }: Pick<MethodCall, 'args' | 'uid'>): stri
   if (typeof uid === 'string' && uid !== '') return uid;
   if (typeof uid === 'number') return String(uid);
   if (uid !== undefined && uid !== null && uid !== '') {
-    throw new ApiError('call_error', 'Request could not be processed: "uid" must be a string.');
+    throw new ApiError('call_error', 'Request could not be processed: "uid" must be a string or a number.');
   }
   throw new ApiError('bad_request', 'Missing uid: give the uid of the message in arguments.uid (or the top-level uid).');
 }
