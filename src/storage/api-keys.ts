@@ -1,3 +1,4 @@
+import { CompiledQuery, type InferResult } from 'kysely';
 import type { Tx } from './store.ts';
 import type { Account, ApiKey, Project } from './schema.ts';
 
@@ -26,9 +27,8 @@ export interface KeyLookup {
   project: Project | null;
 }
 
-/** The key with this hash, its account, and its project (for project keys). One query. */
-export async function findKeyByHash(db: Tx, keyHash: string): Promise<KeyLookup | undefined> {
-  const row = await db
+function keyLookupQuery(db: Tx, keyHash: string) {
+  return db
     .selectFrom('api_keys as k')
     .innerJoin('accounts as a', 'a.id', 'k.account_id')
     .leftJoin('projects as p', 'p.id', 'k.project_id')
@@ -40,8 +40,23 @@ export async function findKeyByHash(db: Tx, keyHash: string): Promise<KeyLookup 
       'p.id as p_id', 'p.account_id as p_account_id', 'p.uid as p_uid', 'p.name as p_name', 'p.status as p_status',
       'p.settings as p_settings', 'p.created_at as p_created_at', 'p.updated_at as p_updated_at',
     ])
-    .where('k.key_hash', '=', keyHash)
-    .executeTakeFirst();
+    .where('k.key_hash', '=', keyHash);
+}
+
+/**
+ * The lookup's SQL, compiled once per dialect instance: every API request runs it, and building
+ * this 23-column join through Kysely each time was ~10% of a send_message's CPU (bench/,
+ * docs/decisions/0003-performance.md). Its one parameter is the key hash.
+ */
+const keyLookupSql = new WeakMap<object, string>();
+
+/** The key with this hash, its account, and its project (for project keys). One query. */
+export async function findKeyByHash(db: Tx, keyHash: string): Promise<KeyLookup | undefined> {
+  const adapter = db.getExecutor().adapter;
+  let sqlText = keyLookupSql.get(adapter);
+  if (sqlText === undefined) keyLookupSql.set(adapter, (sqlText = keyLookupQuery(db, keyHash).compile().sql));
+  const result = await db.executeQuery<InferResult<ReturnType<typeof keyLookupQuery>>[number]>(CompiledQuery.raw(sqlText, [keyHash]));
+  const row = result.rows[0];
   if (!row) return undefined;
   return {
     key: {
