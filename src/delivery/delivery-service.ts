@@ -45,6 +45,8 @@ export interface DeliveryOutcome {
 export interface DeliveryOptions {
   /** the port MX hosts are contacted on (25); tests point it at a peer on 127.0.0.1 */
   mxPort?: number;
+  /** how long stop() waits for deliveries in flight (default STOP_GRACE_MS) */
+  stopGraceMs?: number;
 }
 
 /** Largest claim in one statement. */
@@ -70,6 +72,7 @@ export class DeliveryService implements BackgroundService {
   private pollTimer: NodeJS.Timeout | null = null;
   private unlisten: (() => Promise<void>) | null = null;
   private eventsWakeTimer: NodeJS.Timeout | null = null;
+  private readonly stopGraceMs: number;
 
   constructor(
     private readonly services: Services,
@@ -79,6 +82,7 @@ export class DeliveryService implements BackgroundService {
     const delays = parseRetrySchedule(config.retrySchedule);
     if (!delays) throw new Error(`--retry-schedule must be durations separated by commas, like "1m,5m,1h", got "${config.retrySchedule}"`);
     this.policy = { delaysMs: delays, maxRetryAgeMs: config.maxRetryAgeMs };
+    this.stopGraceMs = options.stopGraceMs ?? STOP_GRACE_MS;
     this.contexts = new MessageContexts(services);
     const dns = new DnsResolver({ servers: config.dnsServers, clock: services.clock, timeoutMs: Math.min(config.connectTimeoutMs, 5000) });
     this.router = new Router(dns, config, options.mxPort ?? 25);
@@ -108,7 +112,7 @@ export class DeliveryService implements BackgroundService {
     await this.unlisten?.();
     const drained = Promise.allSettled([...this.inFlight.values()]);
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([drained, new Promise((resolve) => (timer = setTimeout(resolve, STOP_GRACE_MS)))]);
+    await Promise.race([drained, new Promise((resolve) => (timer = setTimeout(resolve, this.stopGraceMs)))]);
     clearTimeout(timer);
     if (this.inFlight.size > 0) {
       // Give the rows still in flight back so the next process need not wait for their leases. A
@@ -192,9 +196,10 @@ export class DeliveryService implements BackgroundService {
     let context: MessageContext | undefined;
     let outcome: DeliveryOutcome;
     try {
-      context = (await contexts).get(t.message_id);
+      context = (await contexts.catch(() => null))?.get(t.message_id);
       if (!context) {
-        // The batch load failed or missed it: load this one alone.
+        // The batch load failed (one bad message must not fail the others) or missed it: load
+        // this one alone.
         context = (await this.contexts.load([t])).get(t.message_id);
       }
       if (!context) throw new Error(`message ${t.message_id} of transmission ${t.id} not found`);

@@ -37,6 +37,8 @@ export interface SmtpPeerScript {
   auth?: { user: string; pass: string };
   /** the reply to a successful message (default "250 2.0.0 Ok: queued as <n>") */
   acceptText?: (n: number) => string;
+  /** wait this long before answering the end of DATA (a slow server) */
+  dataDelayMs?: number;
   /** listen address (default 127.0.0.1; any 127.x.y.z works on Linux) and port (default 0) */
   host?: string;
   port?: number;
@@ -147,9 +149,13 @@ export async function startSmtpPeer(script: SmtpPeerScript = {}): Promise<SmtpPe
         const r = script.data?.(mail, session);
         if (r === 'stall' || r === 'drop') return;
         if (r) return callback(error(r));
-        received.push(mail);
-        notify();
-        callback(null, script.acceptText ? script.acceptText(received.length) : `2.0.0 Ok: queued as ${received.length}`);
+        const accept = () => {
+          received.push(mail);
+          notify();
+          callback(null, script.acceptText ? script.acceptText(received.length) : `2.0.0 Ok: queued as ${received.length}`);
+        };
+        if (script.dataDelayMs) setTimeout(accept, script.dataDelayMs);
+        else accept();
       });
     },
   });
