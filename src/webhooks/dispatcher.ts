@@ -215,6 +215,8 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
 
 function endpointWants(hook: Webhook, event: ClaimedEvent): boolean {
   if (Number(hook.account_id) !== event.account_id) return false;
+  // An endpoint hears of what happens after it exists, not of the backlog before it.
+  if (Number(hook.created_at) > event.created_at) return false;
   if (hook.project_id !== null && Number(hook.project_id) !== event.project_id) return false;
   const wanted = JSON.parse(hook.events) as string[];
   return wanted.includes(event.type);
