@@ -92,8 +92,8 @@ describe(`process roles and migrate on ${testDatabase()}`, () => {
       const applied = runs.flatMap((r) => (/^applied: (.*)$/m.exec(r.stdout)?.[1] ?? '').split(', ').filter(Boolean));
       assert.ok(applied.includes('001-core'), JSON.stringify(runs));
       assert.equal(new Set(applied).size, applied.length, `applied twice: ${JSON.stringify(runs.map((r) => r.stdout))}`);
-      const again = await runCli(['migrate'], { ...env, DATABASE_URL: url });
-      assert.equal(again.stdout, 'database is up to date\n');
+      // The losers of the race found nothing left to do.
+      assert.equal(runs.filter((r) => r.stdout === 'database is up to date\n').length, runs.length - 1, JSON.stringify(runs.map((r) => r.stdout)));
     } finally {
       await dropPostgresDatabase(url);
     }

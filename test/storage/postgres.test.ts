@@ -106,6 +106,33 @@ describe('PostgreSQL dialect', { skip }, () => {
     }
   });
 
+  it('after the server terminates every connection, the next write works and wake-ups come back', async () => {
+    const other = await t.openAnother();
+    const database = new URL(t.url).pathname.slice(1);
+    let woken = 0;
+    const unlisten = await other.onWake('events', () => woken++);
+    try {
+      await other.write((trx) => trx.selectFrom('accounts').select('id').execute()); // the pool holds a connection
+      await adminQuery(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and application_name = 'posthorn' and pid <> pg_backend_pid()`, [database]);
+      // Idle pooled connections that died are replaced on the next checkout (and the pool's error
+      // event is handled: an unhandled one would have crashed this test process).
+      await eventually(async () => {
+        try {
+          await other.write((trx) => trx.insertInto('accounts').values({ uid: 'after-terminate', name: 'x', status: 'active', settings: '{}', created_at: 1, updated_at: 1 }).execute());
+          return true;
+        } catch {
+          return false; // a query on a connection killed mid-flight fails once: that is expected
+        }
+      }, 'a write after the connections were terminated');
+      await eventually(() => woken >= 1, 'the wake-up after the LISTEN reconnect');
+      const before = woken;
+      t.store.wake('events');
+      await eventually(() => woken > before, 'a NOTIFY after the reconnect');
+    } finally {
+      await unlisten();
+    }
+  });
+
   it('int8 and numeric are numbers on its own pool only; the global pg parsers are untouched', async () => {
     const plain = new pg.Pool({ connectionString: t.url, max: 1 });
     try {
