@@ -34,6 +34,9 @@ export async function createFreshPostgresDatabase(): Promise<string> {
     for (let attempt = 1; ; attempt++) {
       try {
         await client.query(`CREATE DATABASE "${name}"`);
+        // Tests never outlive a server crash: commits need not wait for the WAL flush. (Production
+        // keeps synchronous_commit on: docs/operations.md.)
+        await client.query(`ALTER DATABASE "${name}" SET synchronous_commit = off`);
         return;
       } catch (error) {
         if ((error as { code?: string }).code !== '55006' || attempt >= 20) throw error;
