@@ -21,6 +21,7 @@ import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../operations/context.ts';
 import { claimDueTransmissions, finishTransmission, releaseTransmissions, type ClaimedTransmission, type FinishState } from '../storage/delivery-queue.ts';
 import { recordEvent, type EventType } from '../storage/events.ts';
+import type { Tx } from '../storage/store.ts';
 import { findActiveSuppression, recordBounce } from '../storage/suppressions.ts';
 import { addressedMime, envelopeAddress } from './compose.ts';
 import { DnsResolver } from './dns-resolver.ts';
@@ -53,6 +54,9 @@ export interface DeliveryOptions {
 const MAX_CLAIM = 500;
 /** How long stop() waits for deliveries in flight before giving their rows back. */
 const STOP_GRACE_MS = 10_000;
+/** Finishes wait at most this long to share a commit with others (see writeSoon). */
+const FINISH_BATCH_MS = 20;
+const FINISH_BATCH_MAX = 256;
 /** Webhook wake-ups are coalesced to at most one per this interval. */
 const EVENTS_WAKE_MS = 20;
 
@@ -73,6 +77,8 @@ export class DeliveryService implements BackgroundService {
   private unlisten: (() => Promise<void>) | null = null;
   private eventsWakeTimer: NodeJS.Timeout | null = null;
   private readonly stopGraceMs: number;
+  private finishQueue: Array<() => void> = [];
+  private finishTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly services: Services,
@@ -266,7 +272,7 @@ export class DeliveryService implements BackgroundService {
       }
     }
     const address = context?.payload.recipientOverride ?? t.recipient;
-    const recorded = await services.store.write(async (trx) => {
+    const recorded = await this.writeSoon(async (trx) => {
       const attempts = await finishTransmission(trx, {
         id: t.id,
         worker: this.workerId,
@@ -314,6 +320,29 @@ export class DeliveryService implements BackgroundService {
       return;
     }
     this.wakeEvents();
+  }
+
+  /**
+   * store.write, deferred by up to FINISH_BATCH_MS so that the finishes of many deliveries land in
+   * the same event-loop turn and therefore (SQLite group commit) in one transaction and one fsync.
+   * SMTP replies arrive spread over many turns; without this each handful of finishes would pay
+   * its own fsync, and every fsync blocks the event loop. Each unit is still its own store.write
+   * (its own savepoint): one failing finish never takes the others with it.
+   */
+  private writeSoon<T>(fn: (trx: Tx) => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.finishQueue.push(() => this.services.store.write(fn).then(resolve, reject));
+      if (this.finishQueue.length >= FINISH_BATCH_MAX) this.flushFinishes();
+      else this.finishTimer ??= setTimeout(() => this.flushFinishes(), FINISH_BATCH_MS);
+    });
+  }
+
+  private flushFinishes(): void {
+    if (this.finishTimer) clearTimeout(this.finishTimer);
+    this.finishTimer = null;
+    const queued = this.finishQueue;
+    this.finishQueue = [];
+    for (const start of queued) start();
   }
 
   private wakeEvents(): void {
