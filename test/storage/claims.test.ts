@@ -25,7 +25,7 @@ async function seedProject(store: Store): Promise<{ accountId: number; projectId
       .executeTakeFirstOrThrow();
     const message = await trx
       .insertInto('messages')
-      .values({ project_id: project.id, uid: `m-${Math.random()}`, unique_id: 'm@posthorn.test', recipient_count: 1, created_at: T0, payload: '{}' })
+      .values({ project_id: project.id, uid: `m-${Math.random()}`, unique_id: 'm@posthorn.test', recipient_count: 1, deliver: 1, created_at: T0, payload: '{}' })
       .returning('id')
       .executeTakeFirstOrThrow();
     return { accountId: account.id, projectId: project.id, messageId: message.id };
@@ -40,6 +40,7 @@ async function enqueueTransmissions(store: Store, seed: { projectId: number; mes
         project_id: seed.projectId,
         recipient: `r${i + j}@example.test`,
         status: 'queued',
+        attempts: 0,
         next_attempt_at: T0,
         created_at: T0,
         updated_at: T0,
