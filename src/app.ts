@@ -43,6 +43,16 @@ export async function openServices(config: Readonly<Config>, opts: AppOptions = 
   return { store, config, clock: opts.clock ?? systemClock, secrets, log };
 }
 
+/** Applies pending migrations and closes the store (`posthorn migrate`); returns what was applied. */
+export async function migrateDatabase(config: Readonly<Config>, log: Logger): Promise<string[]> {
+  const store = await openStore({ ...config, log });
+  try {
+    return await migrateToLatest(store.dialect);
+  } finally {
+    await store.close();
+  }
+}
+
 export async function startApp(config: Readonly<Config>, opts: AppOptions = {}): Promise<App> {
   const services = await openServices(config, opts);
   let http: FastifyInstance | null = null;

@@ -2,12 +2,10 @@
 // the same store and calls the same operations as the API.
 import type { Config } from '../config.ts';
 import { describeOptions } from '../config.ts';
-import { openServices, startApp } from '../app.ts';
+import { migrateDatabase, openServices, startApp } from '../app.ts';
 import { createAccount, listAccounts, setAccountStatus } from '../operations/accounts.ts';
 import { createProject, projectUrl } from '../operations/projects.ts';
 import type { Services } from '../operations/context.ts';
-import { migrateToLatest } from '../storage/migrate.ts';
-import { openStore } from '../storage/store.ts';
 import { createLogger } from '../log.ts';
 
 export class UsageError extends Error {}
@@ -64,13 +62,8 @@ const serve: Command = async ({ config }) => {
 };
 
 const migrate: Command = async ({ config }) => {
-  const store = await openStore(config);
-  try {
-    const applied = await migrateToLatest(store.dialect);
-    process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
-  } finally {
-    await store.close();
-  }
+  const applied = await migrateDatabase(config, quietLogger(config));
+  process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
   return 0;
 };
 
