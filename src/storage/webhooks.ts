@@ -15,6 +15,11 @@ export async function findWebhookById(db: Tx, id: number): Promise<Webhook | und
   return db.selectFrom('webhooks').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
+export async function findWebhooksByIds(db: Tx, ids: readonly number[]): Promise<Webhook[]> {
+  if (ids.length === 0) return [];
+  return db.selectFrom('webhooks').selectAll().where('id', 'in', ids).execute();
+}
+
 export async function listWebhooks(db: Tx, accountId: number): Promise<Webhook[]> {
   return db.selectFrom('webhooks').selectAll().where('account_id', '=', accountId).orderBy('id').execute();
 }

@@ -16,9 +16,9 @@ import { randomBytes } from 'node:crypto';
 import type { BackgroundService } from '../background.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../operations/context.ts';
-import { claimDueOutbound, finishOutbound, insertOutboundAttempt, insertOutboundMany, type NewOutboundRow } from '../storage/outbound.ts';
-import type { OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
-import { claimUndispatchedEvents, findProjectUids, findWebhookById, listActiveWebhooksOf, type ClaimedEvent } from '../storage/webhooks.ts';
+import { claimDueOutbound, finishOutbound, insertOutboundAttempt, insertOutboundMany, type NewOutboundRow, type OutboundFinish } from '../storage/outbound.ts';
+import type { OutboundAttempt, OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
+import { claimUndispatchedEvents, findProjectUids, findWebhooksByIds, listActiveWebhooksOf, type ClaimedEvent } from '../storage/webhooks.ts';
 import { postOnce, type PostOutcome } from './http-post.ts';
 import { nextOutboundAttemptAt } from './retry-schedule.ts';
 import { signWebhook } from './sign.ts';
@@ -30,6 +30,8 @@ const CONCURRENCY = 32;
 const FAN_OUT_BATCH = 500;
 const FAN_OUT_ROUNDS = 20;
 const USER_AGENT = 'Posthorn-Webhooks/1';
+/** How long finished requests wait to be recorded together. */
+const FINISH_BATCH_MS = 5;
 /** Keys of the webhook body that the event payload may not override. */
 const RESERVED = new Set(['event', 'event_id', 'project_uid', 'occurred_at']);
 
@@ -50,8 +52,12 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
   let timer: NodeJS.Timeout | null = null;
   let unsubscribe: (() => Promise<void>) | null = null;
 
-  function kick(): void {
+  /** Events may be waiting (a wake-up or the poll timer); a finished request only frees a slot. */
+  let fanOutWanted = true;
+
+  function kick(reason: 'events' | 'slot' = 'events'): void {
     if (stopped) return;
+    if (reason === 'events') fanOutWanted = true;
     if (running) {
       again = true;
       return;
@@ -60,8 +66,11 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
       try {
         do {
           again = false;
-          await fanOut();
-          await dispatchDue();
+          if (fanOutWanted) {
+            fanOutWanted = false;
+            await fanOut();
+          }
+          await dispatchDue(false);
         } while (again && !stopped);
       } catch (error) {
         log.error({ err: error }, 'webhook dispatcher tick failed');
@@ -97,20 +106,29 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
     return total;
   }
 
-  async function dispatchDue(): Promise<void> {
+  /**
+   * Claims due requests into the free slots. Unless `eager`, waits until a quarter of the slots
+   * are free (or none is busy), so that a stream of completions costs one claim per batch rather
+   * than one per request.
+   */
+  async function dispatchDue(eager: boolean): Promise<void> {
     while (!stopped) {
       const free = CONCURRENCY - inFlight.size;
       if (free <= 0) return;
+      if (!eager && inFlight.size > 0 && free < CONCURRENCY / 4) return;
       const now = clock.now();
       const claimed = await store.write((trx) =>
         claimDueOutbound(trx, { worker, now, leaseUntil: now + leaseMs, limit: free, skipLocked: store.dialect.skipLocked }),
       );
+      // One read for the endpoints of the whole batch (signing needs each one's current secret).
+      const hookIds = [...new Set(claimed.map((r) => r.webhook_id).filter((id): id is number => id !== null))];
+      const hooks = new Map((await findWebhooksByIds(store.db, hookIds)).map((h) => [Number(h.id), h]));
       for (const request of claimed) {
-        const job: Promise<void> = deliver(request)
+        const job: Promise<void> = deliver(request, request.webhook_id === null ? undefined : hooks.get(request.webhook_id))
           .catch((error) => log.error({ err: error, request: request.id }, 'outbound request failed unexpectedly'))
           .finally(() => {
             inFlight.delete(job);
-            kick();
+            kick('slot');
           });
         inFlight.add(job);
       }
@@ -118,9 +136,40 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
     }
   }
 
-  async function deliver(request: OutboundRequest): Promise<void> {
+  // Outcomes are recorded in small batches: requests finish at scattered moments, and one
+  // transaction (one fsync on SQLite) per request capped dispatch at a few hundred a second
+  // (bench/webhooks.ts). A crash inside the window only means a re-send, as with any crash.
+  const pendingFinishes: Array<{ attempt: Omit<OutboundAttempt, 'id'>; finish: OutboundFinish; resolve: (kept: boolean) => void; reject: (e: unknown) => void }> = [];
+  let finishTimer: NodeJS.Timeout | null = null;
+
+  function recordFinish(item: { attempt: Omit<OutboundAttempt, 'id'>; finish: OutboundFinish }): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      pendingFinishes.push({ ...item, resolve, reject });
+      finishTimer ??= setTimeout(flushFinishes, FINISH_BATCH_MS);
+    });
+  }
+
+  async function flushFinishes(): Promise<void> {
+    finishTimer = null;
+    const batch = pendingFinishes.splice(0);
+    try {
+      const kept = await store.write(async (trx) => {
+        const out: boolean[] = [];
+        for (const item of batch) {
+          await insertOutboundAttempt(trx, item.attempt);
+          out.push(await finishOutbound(trx, item.finish));
+        }
+        return out;
+      });
+      batch.forEach((item, i) => item.resolve(kept[i]));
+    } catch (error) {
+      for (const item of batch) item.reject(error);
+    }
+  }
+
+  async function deliver(request: OutboundRequest, hook: Webhook | undefined): Promise<void> {
     const startedAt = clock.now();
-    const outcome = await attempt(request);
+    const outcome = await attempt(request, hook);
     const now = clock.now();
     let state: 'pending' | 'delivered' | 'failed' = 'delivered';
     let nextAttemptAt = now;
@@ -132,23 +181,28 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
         nextAttemptAt = next;
       }
     }
-    const kept = await store.write(async (trx) => {
-      await insertOutboundAttempt(trx, {
-        request_id: request.id,
-        started_at: startedAt,
-        duration_ms: outcome.durationMs,
-        status_code: outcome.statusCode,
-        error: outcome.error,
-        worker,
-      });
-      return finishOutbound(trx, { id: request.id, worker, now, state, nextAttemptAt, statusCode: outcome.statusCode, error: outcome.error });
+    const kept = await recordFinish({
+      attempt: { request_id: request.id, started_at: startedAt, duration_ms: outcome.durationMs, status_code: outcome.statusCode, error: outcome.error, worker },
+      finish: { id: request.id, worker, now, state, nextAttemptAt, statusCode: outcome.statusCode, error: outcome.error },
     });
     if (!kept) log.warn({ request: request.id }, 'outbound lease lost before the result was recorded; another worker retries it');
     if (state !== 'delivered') log.info({ request: request.id, kind: request.kind, state, status: outcome.statusCode, error: outcome.error }, 'outbound request not delivered');
     if (kept && request.kind === 'postback' && state !== 'pending') store.wake('mailboxes');
   }
 
-  async function attempt(request: OutboundRequest): Promise<PostOutcome> {
+  /** Opened endpoint secrets by their sealed form: a rotation changes the sealed form. */
+  const openedSecrets = new Map<string, string>();
+  function openSecret(sealed: string): string {
+    let secret = openedSecrets.get(sealed);
+    if (secret === undefined) {
+      if (openedSecrets.size >= 1000) openedSecrets.clear();
+      secret = services.secrets.open(sealed);
+      openedSecrets.set(sealed, secret);
+    }
+    return secret;
+  }
+
+  async function attempt(request: OutboundRequest, hook: Webhook | undefined): Promise<PostOutcome> {
     const failed = (error: string): PostOutcome => ({ ok: false, statusCode: null, error, durationMs: 0 });
     const parsed = parseOutboundUrl(request.url);
     if (!parsed.ok) return failed(`URL ${parsed.reason}`);
@@ -162,9 +216,8 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
     if (request.kind === 'webhook') {
       // Signed with the endpoint's current secret at every attempt, so a rotation applies to
       // retries too and the timestamp is fresh.
-      const hook = request.webhook_id === null ? undefined : await findWebhookById(store.db, request.webhook_id);
       if (!hook) return failed('the webhook endpoint was deleted');
-      const secret = services.secrets.open(hook.secret);
+      const secret = openSecret(hook.secret);
       const timestamp = Math.floor(clock.now() / 1000);
       headers['x-posthorn-timestamp'] = String(timestamp);
       headers['x-posthorn-signature'] = signWebhook(secret, timestamp, request.body);
@@ -175,8 +228,8 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
   return {
     name: 'webhooks',
     async start() {
-      unsubscribe = await store.onWake('events', kick);
-      timer = setInterval(kick, Math.max(50, config.pollMs));
+      unsubscribe = await store.onWake('events', () => kick('events'));
+      timer = setInterval(() => kick('events'), Math.max(50, config.pollMs));
       timer.unref();
       kick();
     },
@@ -192,7 +245,7 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
       for (let i = 0; i < 1000 && !stopped; i++) {
         await running;
         await fanOut();
-        await dispatchDue();
+        await dispatchDue(true);
         if (inFlight.size === 0) {
           // Nothing in flight after a dispatch pass: done unless the pass itself found work.
           const now = clock.now();
