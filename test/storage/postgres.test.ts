@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { CoalescingNotifier, openPostgres } from '../../src/storage/dialects/postgres.ts';
+import { CoalescingNotifier, NotificationListener, openPostgres } from '../../src/storage/dialects/postgres.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { openStore, type Store } from '../../src/storage/store.ts';
 import { onlyOn, openTestStore, type TestStore } from '../helpers/databases.ts';
@@ -130,6 +130,40 @@ describe('PostgreSQL dialect', { skip }, () => {
       await eventually(() => woken > before, 'a NOTIFY after the reconnect');
     } finally {
       await unlisten();
+    }
+  });
+
+  it('a listen() while a reconnect is pending connects once: one LISTEN connection, every channel heard', async () => {
+    const clients: pg.Client[] = [];
+    const listener = new NotificationListener(
+      () => {
+        const client = new pg.Client({ connectionString: t.url });
+        clients.push(client);
+        return client;
+      },
+      { reconnectMinMs: 300, reconnectMaxMs: 300 },
+    );
+    const heard: string[] = [];
+    try {
+      await listener.listen('ph_test_a', () => heard.push('a'));
+      const first = clients[0] as pg.Client & { processID: number };
+      const ended = new Promise((resolve) => first.once('end', resolve));
+      await adminQuery('select pg_terminate_backend($1)', [first.processID]);
+      await ended;
+      // The reconnect timer is pending (300 ms); a new subscriber connects at once instead.
+      await listener.listen('ph_test_b', () => heard.push('b'));
+      assert.equal(clients.length, 2);
+      assert.deepEqual(heard.sort(), ['a', 'b'], 'the restored connection woke every listener once');
+      await new Promise((r) => setTimeout(r, 600)); // past the timer: it must not connect again
+      assert.equal(clients.length, 2, 'no second connection after the pending timer fired');
+      heard.length = 0;
+      const notifier = new pg.Client({ connectionString: t.url }); // NOTIFY is per database
+      await notifier.connect();
+      await notifier.query(`select pg_notify('ph_test_a', ''), pg_notify('ph_test_b', '')`);
+      await notifier.end();
+      await eventually(() => heard.length === 2, 'both channels over the one connection');
+    } finally {
+      await listener.close();
     }
   });
 

@@ -155,6 +155,8 @@ export class NotificationListener {
   private retryTimer: NodeJS.Timeout | null = null;
   private failures = 0;
   private closed = false;
+  /** the connection was lost since the last successful one: wake everyone when it is back */
+  private dropped = false;
   /** reconnects completed after a drop; for tests and logs */
   reconnects = 0;
 
@@ -187,6 +189,7 @@ export class NotificationListener {
 
   /** Connects (once, however many callers wait) and LISTENs on every known channel. */
   private connect(): Promise<void> {
+    if (this.client !== null) return Promise.resolve();
     this.connecting ??= this.openClient().finally(() => {
       this.connecting = null;
     });
@@ -211,6 +214,13 @@ export class NotificationListener {
     }
     this.client = client;
     this.failures = 0;
+    if (this.dropped) {
+      this.dropped = false;
+      this.reconnects++;
+      this.opts.log?.info({ channels: [...this.handlers.keys()] }, 'PostgreSQL LISTEN connection restored');
+      // Anything notified while we were away is unknown: wake everyone once.
+      for (const channel of this.handlers.keys()) this.dispatch(channel);
+    }
   }
 
   private dispatch(channel: string): void {
@@ -226,6 +236,7 @@ export class NotificationListener {
   private onLost(client: pg.Client, error: Error | null): void {
     if (this.closed || this.client !== client) return;
     this.client = null;
+    this.dropped = true;
     client.removeAllListeners('notification');
     client.on('error', () => {});
     client.end().catch(() => {});
@@ -238,14 +249,10 @@ export class NotificationListener {
     const delayMs = Math.min(this.opts.reconnectMaxMs, this.opts.reconnectMinMs * 2 ** this.failures);
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
+      // A listen() in the meantime may have connected already.
+      if (this.closed || this.client !== null) return;
       this.connect().then(
-        () => {
-          if (this.closed || this.client === null) return;
-          this.reconnects++;
-          this.opts.log?.info({ channels: [...this.handlers.keys()] }, 'PostgreSQL LISTEN connection restored');
-          // Anything notified while we were away is unknown: wake everyone once.
-          for (const channel of this.handlers.keys()) this.dispatch(channel);
-        },
+        () => {},
         (error) => {
           this.failures++;
           this.opts.log?.warn({ err: describeError(error), retryInMs: delayMs }, 'PostgreSQL LISTEN reconnect failed');
