@@ -213,10 +213,10 @@ export function createWatcher(services: Services): MailboxWatcher {
       reason = 'closed';
       log.warn({ mailbox: mailbox.uid, err: { message: (error as Error).message } }, 'IMAP session ended with an error');
       if (!stopped) await recordMailboxFailure(services, mailbox.id, worker, 'error', `IMAP session failed: ${(error as Error).message}`);
-      await client.logout().catch(() => client.close());
+      await logoutBounded(client);
       return;
     }
-    await client.logout().catch(() => client.close());
+    await logoutBounded(client);
     if (reason === 'gone') return;
     if (reason === 'closed' && !stopped) {
       await recordMailboxFailure(services, mailbox.id, worker, 'error', 'IMAP connection closed by the server');
@@ -282,6 +282,14 @@ export function createWatcher(services: Services): MailboxWatcher {
     },
     sessions: () => [...sessions.keys()],
   };
+}
+
+/** LOGOUT, but never waiting on a server that stopped answering: stop() must stay bounded. */
+async function logoutBounded(client: ImapFlow): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([client.logout().catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, 3000)))]);
+  clearTimeout(timer);
+  client.close();
 }
 
 function connectionChanged(a: Mailbox, b: Mailbox): boolean {

@@ -152,6 +152,8 @@ describe('inbound mailboxes over IMAP', { skip: dovecotAvailable() ? false : 'do
     const pending = await t.call('list_webhook_deliveries', { api_key: seed.accountKey, arguments: { kind: 'postback', status: 'pending' } });
     assert.equal(pending.body.data.deliveries.length, 1);
     assert.equal(pending.body.data.deliveries[0].last_status_code, 500);
+    assert.equal(pending.body.data.deliveries[0].mailbox_uid, 'inbox-1');
+    assert.equal(pending.body.data.deliveries[0].kind, 'postback');
 
     failing = false;
     clock.advance(61_000);
@@ -260,6 +262,17 @@ describe('IMAP without IDLE, and TLS', { skip: dovecotAvailable() ? false : 'dov
       assert.equal(implicit.status, 200);
       await sink.waitFor(1);
       assert.match(JSON.parse(sink.requests[0].body).inbound_email.message, /Subject: Over TLS/);
+      // Plain port, upgraded with STARTTLS (offered by this server) and verified the same way.
+      await until('implicit flagged', async () => (await dovecot.flags(user)).get(1)?.has('\\Seen'));
+      await dovecot.append(user, email('Over STARTTLS'));
+      await trusting.call('delete_mailbox', { api_key: s1.accountKey, arguments: { uid: 'implicit' } });
+      const starttls = await trusting.call('create_mailbox', {
+        api_key: s1.accountKey,
+        arguments: { uid: 'starttls', host: '127.0.0.1', port: dovecot.port, username: user.name, password: user.password, tls: false, postback_url: sink.url + '/tls' },
+      });
+      assert.equal(starttls.status, 200);
+      await sink.waitFor(2);
+      assert.match(JSON.parse(sink.requests[1].body).inbound_email.message, /Subject: Over STARTTLS/);
 
       const s2 = await strict.seed();
       for (const [uid, port, tls] of [['strict-implicit', dovecot.tlsPort, true], ['strict-starttls', dovecot.port, false]] as const) {

@@ -39,6 +39,7 @@ function presentDelivery(view: DeliveryView) {
     id: r.id,
     kind: r.kind,
     webhook_uid: view.webhookUid,
+    mailbox_uid: r.kind === 'postback' && r.ref?.startsWith('mailbox:') ? r.ref.slice('mailbox:'.length) : null,
     event: r.event_type,
     event_id: r.event_id === null ? null : `evt_${r.event_id}`,
     url: r.url,
