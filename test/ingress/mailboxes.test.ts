@@ -6,7 +6,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import pino from 'pino';
 import { ManualClock } from '../../src/domain/clock.ts';
+import { REDACT_PATHS } from '../../src/log.ts';
 import type { MailboxWatcher } from '../../src/ingress/watcher.ts';
 import { mailboxRetryDelayMs } from '../../src/operations/ingress.ts';
 import type { OutboundDispatcher } from '../../src/webhooks/dispatcher.ts';
@@ -53,6 +55,7 @@ describe('inbound mailboxes over IMAP', { skip: dovecotAvailable() ? false : 'do
   const clock = new ManualClock(Date.now());
   const secrets = new Map<string, string>();
   let failing = false;
+  const logLines: string[] = [];
 
   before(async () => {
     dovecot = await startDovecot({ users: [user, other] });
@@ -63,7 +66,9 @@ describe('inbound mailboxes over IMAP', { skip: dovecotAvailable() ? false : 'do
       const secret = secrets.get(req.path);
       return secret && verifyPostageAppSignature(secret, req).ok ? 200 : 401;
     });
-    t = await startTestApp({ clock, config: { allowPrivateWebhooks: true, mailboxPollMs: 200, pollMs: 100 } });
+    // Everything the service logs, down to debug, is kept to check no secret reaches it.
+    const log = pino({ level: 'debug', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, { write: (line: string) => void logLines.push(line) });
+    t = await startTestApp({ clock, log, config: { allowPrivateWebhooks: true, mailboxPollMs: 200, pollMs: 100 } });
     seed = await t.seed();
   });
   after(async () => {
@@ -210,14 +215,18 @@ describe('inbound mailboxes over IMAP', { skip: dovecotAvailable() ? false : 'do
     assert.equal(ok.failures, 0);
   });
 
-  it('never writes the mailbox password to the log', async () => {
-    // The app logs at the level the test run asks for; the watcher never passes the password to a
-    // logger and ImapFlow's own logger is off. Check the Dovecot side saw only the login, and the
-    // stored row keeps the password sealed.
+  it('never writes a mailbox password or postback secret to the log, and stores them sealed', async () => {
+    const text = logLines.join('');
+    // The log is not empty: the failed postback and the refused login were reported.
+    assert.match(text, /outbound request not delivered/);
+    for (const secret of [user.password, other.password, 'not-the-password', ...secrets.values()]) {
+      assert.ok(!text.includes(secret), 'a secret reached the log');
+    }
     const stored = await t.app.services.store.db.selectFrom('mailboxes').select(['password', 'postback_secret']).execute();
     for (const r of stored) {
       assert.match(r.password, /^v1:/);
-      assert.ok(!r.password.includes(user.password) && !r.password.includes(other.password));
+      assert.match(r.postback_secret, /^v1:/);
+      assert.ok(![user.password, other.password].some((p) => r.password.includes(p)));
     }
   });
 });
