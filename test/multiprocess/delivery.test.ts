@@ -128,15 +128,16 @@ describe('many processes on one PostgreSQL database', { skip: onlyOn('postgres')
     databaseUrl = await createFreshPostgresDatabase();
     db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
     sink = await startSink();
-    const init = spawnSync(process.execPath, [BIN, 'init', '--json'], { env: { ...process.env, ...envFor('init'), LOG_LEVEL: 'warn' }, encoding: 'utf8', timeout: 60_000 });
-    assert.equal(init.status, 0, init.stderr);
-    projectKey = JSON.parse(init.stdout).project.api_key;
-    // All three start at once, as a deploy would start them; each runs the migrations on start.
+    // All three start at once on the empty database, as a deploy would start them: each runs the
+    // migrations on start, racing for the migrator's advisory lock.
     api = startPosthorn('api', ['serve', '--role', 'api', '--port', '0'], envFor('api'));
     workerA = startPosthorn('worker-a', ['serve', '--role', 'worker'], envFor('worker-a'));
     workerB = startPosthorn('worker-b', ['serve', '--role', 'worker'], envFor('worker-b'));
     const [apiRunning] = await Promise.all([api.waitUntilRunning(), workerA.waitUntilRunning(), workerB.waitUntilRunning()]);
     apiUrl = apiRunning.url!;
+    const init = spawnSync(process.execPath, [BIN, 'init', '--json'], { env: { ...process.env, ...envFor('init'), LOG_LEVEL: 'warn' }, encoding: 'utf8', timeout: 60_000 });
+    assert.equal(init.status, 0, init.stderr);
+    projectKey = JSON.parse(init.stdout).project.api_key;
   });
 
   after(async () => {
