@@ -218,8 +218,10 @@ export class DeliveryService implements BackgroundService {
     try {
       await this.record(t, context, outcome, startedAt);
     } catch (error) {
-      // The lease still holds the row; it is retried when the lease expires.
-      this.services.log.error({ err: error, transmission: t.id }, 'recording a delivery outcome failed');
+      // The lease still holds the row; it is retried when the lease expires. After stop() gave
+      // the row back (and the store may be closed) this is expected, not an error.
+      if (this.stopping) this.services.log.debug({ err: error, transmission: t.id }, 'outcome not recorded: delivery stopped');
+      else this.services.log.error({ err: error, transmission: t.id }, 'recording a delivery outcome failed');
     }
   }
 

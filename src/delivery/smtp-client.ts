@@ -16,6 +16,7 @@
 // is mandatory and the certificate must verify against the destination's host name (Postfix's
 // "verify"), otherwise the attempt is deferred with TLS_REQUIRED / TLS_FAILED.
 import nodemailer, { type Transporter } from 'nodemailer';
+import DKIM from 'nodemailer/lib/dkim/index.js';
 import net from 'node:net';
 import type { Logger } from 'pino';
 import { splitReply, type SmtpExchange, type SmtpStage } from '../domain/classify-smtp-reply.ts';
@@ -109,11 +110,7 @@ export class SmtpClient {
     await pool.slots.acquire();
     await this.total.acquire();
     try {
-      const info = await pool.transport.sendMail({
-        envelope: { from: envelope.from, to: [envelope.to] },
-        raw,
-        ...(dkim ? { dkim: { domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey } } : {}),
-      });
+      const info = await sendRaw(pool.transport, envelope, raw, dkim);
       const reply = splitReply(String(info.response ?? ''));
       return { code: reply.code ?? 250, text: reply.text, stage: 'message', host: destination.name };
     } catch (error) {
@@ -209,6 +206,33 @@ export function connectWithoutNagle(
   socket.once('error', (error) => {
     clearTimeout(timer);
     callback(error);
+  });
+}
+
+/**
+ * Hands one finished message to the pool's transporter (Nodemailer's SMTPPool) directly, skipping
+ * Mailer.sendMail: the message is already composed (compose.ts), and sendMail would wrap it in a
+ * MailMessage, compile a MIME node around the raw bytes and stream them through newline
+ * transforms, a third of the client's CPU per message (measured with --cpu-prof). The pool needs
+ * only the envelope and the bytes (a Buffer is written as is, dot-stuffed by the connection);
+ * DKIM signing is Nodemailer's signer over the same bytes.
+ */
+function sendRaw(transport: Transporter, envelope: Envelope, raw: Buffer, dkim: DkimKey | null): Promise<{ response?: string }> {
+  const pool = (transport as unknown as { transporter: { send(mail: unknown, cb: (err: Error | null, info?: { response?: string }) => void): boolean } }).transporter;
+  const signer = dkim ? new DKIM({ domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey }) : null;
+  const mail = {
+    data: {},
+    message: {
+      getEnvelope: () => ({ from: envelope.from, to: [envelope.to] }),
+      messageId: () => '',
+      getHeader: () => '',
+      // Called again when the pool requeues the message on a fresh connection.
+      createReadStream: () => (signer ? signer.sign(raw) : raw),
+    },
+  };
+  return new Promise((resolve, reject) => {
+    const queued = pool.send(mail, (err, info) => (err ? reject(err) : resolve(info ?? {})));
+    if (queued === false) reject(Object.assign(new Error('Connection pool was closed'), { code: 'ECONNECTION' }));
   });
 }
 
