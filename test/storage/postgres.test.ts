@@ -181,6 +181,11 @@ describe('PostgreSQL dialect', { skip }, () => {
     await assert.rejects(sql`select 9007199254740993::int8 as too_big`.execute(t.store.db), /does not fit a JS number/);
   });
 
+  it('sessions are named posthorn and a transaction left idle is ended by the server after a minute', async () => {
+    const { rows } = await sql<{ app: string; idle: string }>`select current_setting('application_name') as app, current_setting('idle_in_transaction_session_timeout') as idle`.execute(t.store.db);
+    assert.deepEqual(rows[0], { app: 'posthorn', idle: '1min' });
+  });
+
   it('refuses to start against an unreachable server with a clear error that hides the password', async () => {
     await assert.rejects(
       openPostgres('postgres://posthorn:hunter2@127.0.0.1:1/nowhere', { poolSize: 1, connectionTimeoutMs: 2000 }),

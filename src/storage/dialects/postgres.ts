@@ -62,6 +62,9 @@ export async function openPostgres(url: string, opts: PostgresOptions): Promise<
     ...connection,
     max: Math.max(1, opts.poolSize),
     connectionTimeoutMillis: opts.connectionTimeoutMs ?? 30_000,
+    // A write unit only does database work, so a transaction idle for a minute is a stuck process:
+    // the server ends it and releases its row locks rather than blocking every other process.
+    idle_in_transaction_session_timeout: 60_000,
   });
   pool.on('error', (error) => log?.warn({ err: describeError(error) }, 'idle PostgreSQL connection failed; it is replaced on next use'));
   // Fail at start, with the server's own message, rather than on the first request.
