@@ -105,6 +105,19 @@ describe(`store on ${testDatabase()}`, () => {
     assert.equal((await accountUids(t, 'many-')).length, count);
   });
 
+  it('no write() settles before its commit: another connection already sees the row when the promise resolves', async () => {
+    const reader = await t.openAnother();
+    const seen = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        t.store.write((trx) => insertAccount(trx, `visible-${i}`)).then(async (row) => {
+          const found = await reader.db.selectFrom('accounts').select('id').where('id', '=', row.id).executeTakeFirst();
+          return found !== undefined;
+        }),
+      ),
+    );
+    assert.deepEqual(seen.filter((v) => !v).length, 0, 'a write resolved before another connection could see it');
+  });
+
   it('close() lets writes already queued finish, then refuses new ones', async () => {
     const other = await t.openAnother();
     const pending = Array.from({ length: 20 }, (_, i) => other.write((trx) => insertAccount(trx, `closing-${String(i).padStart(2, '0')}`)));
