@@ -35,7 +35,8 @@ describe('mailbox methods', () => {
         done();
       },
     });
-    t = await startTestApp({ clock, log: pino({ level: 'trace' }, sink) });
+    // API only: the IMAP watcher (ingress/) would otherwise try these made-up servers and update the rows.
+    t = await startTestApp({ clock, background: false, log: pino({ level: 'trace' }, sink) });
     seed = await t.seed('mail');
   });
   after(() => t.close());
