@@ -125,6 +125,7 @@ async function measureNodemailerCeiling(sink: Sink): Promise<void> {
 interface PostfixFigures {
   accept: Figure;
   relay: Figure;
+  cpu: Figure;
   rssMiB: number | null;
 }
 
@@ -138,11 +139,15 @@ async function measurePostfixRelay(sink: Sink): Promise<PostfixFigures> {
     const accept: number[] = [];
     const relayed: number[] = [];
     const sampler = sampleRss(() => relay.pids());
+    const cpuUs: number[] = [];
     for (let i = 0; i < RUNS; i++) {
       before = sink.count();
       const started = performance.now();
+      const cpu0 = relay.cpuSeconds();
       const run = await runSource({ port: relay.port, sessions: SMTP_SESSIONS, messages: E2E_MESSAGES, bytes: MESSAGE_BYTES, timeoutMs: deliveryTimeoutMs(E2E_MESSAGES) });
       const lastAt = await sink.waitForCount(before + E2E_MESSAGES, deliveryTimeoutMs(E2E_MESSAGES));
+      // the delivering smtp processes may still be running: they are live children, counted
+      cpuUs.push(((relay.cpuSeconds() - cpu0) * 1e6) / E2E_MESSAGES);
       accept.push(E2E_MESSAGES / (run.elapsedMs / 1000));
       relayed.push(E2E_MESSAGES / ((lastAt - started) / 1000));
       log(`2 postfix run ${i + 1}: accepted ${accept[i].toFixed(0)} msg/s, relayed ${relayed[i].toFixed(0)} msg/s`);
@@ -151,6 +156,7 @@ async function measurePostfixRelay(sink: Sink): Promise<PostfixFigures> {
     return {
       accept: addFigure({ id: '2a', name: 'Postfix accepts (smtp-source -> Postfix, queued on disk)', unit: 'msg/s', value: median(accept), runs: accept }),
       relay: addFigure({ id: '2b', name: `Postfix relays end to end (${E2E_MESSAGES} msgs -> smtp-sink)`, unit: 'msg/s', value: median(relayed), runs: relayed }),
+      cpu: addFigure({ id: '2c', name: 'Postfix CPU per relayed message (all its processes)', unit: 'µs', value: median(cpuUs), runs: cpuUs }),
       rssMiB,
     };
   } finally {
@@ -182,14 +188,28 @@ async function measureIngest(postfixAccept: number | null): Promise<void> {
     const rate: number[] = [];
     const p50: number[] = [];
     const p99: number[] = [];
+    const cpuUs: number[] = [];
+    const serviceCores: number[] = [];
+    const loaderCores: number[] = [];
     let refused = 0;
     for (let i = 0; i < RUNS; i++) {
+      const cpu0 = service.cpuSeconds();
+      const own0 = process.cpuUsage();
       const r = await sendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, durationS: INGEST_SECONDS });
+      const cpu = service.cpuSeconds() - cpu0;
+      const own = process.cpuUsage(own0);
       refused += r.notOk + r.errors;
       rate.push(r.acceptedPerS);
       p50.push(r.p50Ms);
       p99.push(r.p99Ms);
-      log(`3 ingest run ${i + 1}: ${r.acceptedPerS.toFixed(0)} accepted/s (${r.ok} ok, ${r.notOk} not ok, ${r.errors} errors), p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms${r.firstFailure ? `; first failure: ${r.firstFailure}` : ''}`);
+      cpuUs.push((cpu * 1e6) / Math.max(1, r.ok));
+      serviceCores.push(cpu / r.durationS);
+      loaderCores.push((own.user + own.system) / 1e6 / r.durationS);
+      log(
+        `3 ingest run ${i + 1}: ${r.acceptedPerS.toFixed(0)} accepted/s (${r.ok} ok, ${r.notOk} not ok, ${r.errors} errors), p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms; ` +
+          `service ${serviceCores[i].toFixed(2)} cores, ${cpuUs[i].toFixed(0)} µs CPU per request; load generator ${loaderCores[i].toFixed(2)} cores` +
+          (r.firstFailure ? `; first failure: ${r.firstFailure}` : ''),
+      );
     }
     const value = median(rate);
     addFigure({
@@ -199,6 +219,10 @@ async function measureIngest(postfixAccept: number | null): Promise<void> {
     });
     addFigure({ id: '3', name: 'Posthorn ingest latency p50', unit: 'ms', value: median(p50), runs: p50, digits: 1 });
     addFigure({ id: '3', name: 'Posthorn ingest latency p99', unit: 'ms', value: median(p99), runs: p99, digits: 1 });
+    addFigure({
+      id: '3', name: 'Service CPU per accepted send_message', unit: 'µs', value: median(cpuUs), runs: cpuUs,
+      note: `the service used ${median(serviceCores).toFixed(2)} cores and autocannon ${median(loaderCores).toFixed(2)} cores (medians); at one full core, 1e6 / this figure is the ingest ceiling of one process`,
+    });
   });
   if (profile) profileReports.push(reportProfile('ingest (send_message, role api)', profile));
 }
@@ -206,17 +230,34 @@ async function measureIngest(postfixAccept: number | null): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // 4 and 5. End to end
 
-async function measureEndToEnd(id: string, label: string, sink: Sink, instance: Instance, postfixRelay: number | null, postfixRss: number | null): Promise<void> {
+async function measureEndToEnd(
+  id: string,
+  label: string,
+  sink: Sink,
+  instance: Instance,
+  postfixRelay: number | null,
+  postfixRss: number | null,
+  postfixCpuUs: number | null,
+): Promise<void> {
   const profile = profileDir ? path.join(profileDir, `e2e-${id}`) : undefined;
   await withService(instance, { role: 'all', sinkPort: sink.port, cpuProfDir: profile }, async (service) => {
+    const idle = service.rss();
+    if (id === '4' && idle) addFigure({ id: '7', name: 'RSS of the service just started (idle, all modules loaded)', unit: 'MiB', value: idle.rss, runs: [] });
+    const cpuUs: number[] = [];
     const runOnce = async (messages: number): Promise<number> => {
       const before = sink.count();
+      const cpu0 = service.cpuSeconds();
       const load = await sendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: messages });
       if (load.ok !== messages) throw new Error(`${load.ok} of ${messages} send_message accepted (${load.notOk} refused, ${load.errors} errors): ${load.firstFailure ?? ''}`);
       const lastAt = await sink.waitForCount(before + messages, deliveryTimeoutMs(messages));
-      return messages / ((lastAt - load.startedAt) / 1000);
+      const elapsedS = (lastAt - load.startedAt) / 1000;
+      const cpu = service.cpuSeconds() - cpu0;
+      cpuUs.push((cpu * 1e6) / messages);
+      log(`${id} ${label}: ${messages} accepted in ${load.durationS.toFixed(1)} s, all at the sink after ${elapsedS.toFixed(1)} s; service ${(cpu / elapsedS).toFixed(2)} cores, ${((cpu * 1e6) / messages).toFixed(0)} µs CPU per message`);
+      return messages / elapsedS;
     };
     await runOnce(Math.min(2000, E2E_MESSAGES)); // warm-up: JIT, SMTP pool open
+    cpuUs.length = 0;
     const rates: number[] = [];
     for (let i = 0; i < RUNS; i++) {
       rates.push(await runOnce(E2E_MESSAGES));
@@ -228,6 +269,10 @@ async function measureEndToEnd(id: string, label: string, sink: Sink, instance: 
       id, name: `Posthorn end to end, ${label} (${E2E_MESSAGES} msgs, API -> smtp-sink)`, unit: 'msg/s', value, runs: rates,
       postfix: { label: 'Postfix relays, 2b', value: postfixRelay },
       target: '≥ 2,500 msg/s and ≥ 3× Postfix', met: value >= 2500 && (ratio === null || ratio >= 3),
+    });
+    addFigure({
+      id, name: `Service CPU per message end to end, ${label} (ingest + delivery)`, unit: 'µs', value: median(cpuUs), runs: cpuUs,
+      postfix: { label: 'Postfix CPU per message, 2c', value: postfixCpuUs },
     });
     const rss = service.rss();
     if (id === '4') {
@@ -321,11 +366,16 @@ async function measureQueuedMemory(sink: Sink): Promise<void> {
     log(`7 queued ${QUEUED} transmissions in ${load.durationS.toFixed(1)} s`);
   });
   // ...then a worker-only process drains them to smtp-sink.
-  await withService(instance, { role: 'worker', sinkPort: sink.port }, async (worker) => {
+  const profile = profileDir ? path.join(profileDir, 'worker-drain') : undefined;
+  await withService(instance, { role: 'worker', sinkPort: sink.port, cpuProfDir: profile }, async (worker) => {
     const before = sink.count();
     const started = performance.now();
+    const cpu0 = worker.cpuSeconds();
     const lastAt = await sink.waitForCount(before + QUEUED, deliveryTimeoutMs(QUEUED));
     const rate = QUEUED / ((lastAt - started) / 1000);
+    const cpu = worker.cpuSeconds() - cpu0;
+    log(`7 worker used ${(cpu / ((lastAt - started) / 1000)).toFixed(2)} cores, ${((cpu * 1e6) / QUEUED).toFixed(0)} µs CPU per delivered message`);
+    addFigure({ id: '7c', name: 'Worker CPU per delivered message', unit: 'µs', value: (cpu * 1e6) / QUEUED, runs: [] });
     const rss = worker.rss();
     log(`7 worker drained ${QUEUED} in ${((lastAt - started) / 1000).toFixed(1)} s (${rate.toFixed(0)} msg/s), peak RSS ${rss?.peak.toFixed(0)} MiB`);
     addFigure({
@@ -334,6 +384,7 @@ async function measureQueuedMemory(sink: Sink): Promise<void> {
     });
     addFigure({ id: '7c', name: `Worker drain rate, ${QUEUED.toLocaleString('en-US')} queued -> smtp-sink`, unit: 'msg/s', value: rate, runs: [] });
   });
+  if (profile) profileReports.push(reportProfile(`worker draining ${QUEUED} (role worker)`, profile));
 }
 
 function reportProfile(title: string, dir: string): string {
@@ -377,7 +428,7 @@ async function main(): Promise<number> {
   if (wanted('3')) await measureIngest(postfix?.accept.value ?? null).catch((e) => failed('3', 'Posthorn ingest', 'msg/s', e, '≥ 10,000 msg/s'));
   if (wanted('4')) {
     await createInstance()
-      .then((instance) => measureEndToEnd('4', 'SQLite', sink, instance, postfix?.relay.value ?? null, postfix?.rssMiB ?? null))
+      .then((instance) => measureEndToEnd('4', 'SQLite', sink, instance, postfix?.relay.value ?? null, postfix?.rssMiB ?? null, postfix?.cpu.value ?? null))
       .catch((e) => failed('4', 'Posthorn end to end, SQLite', 'msg/s', e, '≥ 2,500 msg/s and ≥ 3× Postfix'));
   }
   if (wanted('5')) {
@@ -394,7 +445,7 @@ async function main(): Promise<number> {
           log(`5 skipped: ${reason}`);
           addFigure({ id: '5', name, unit: 'msg/s', value: null, runs: [], note: `skipped: ${reason}` });
         } else {
-          await measureEndToEnd('5', 'PostgreSQL', sink, await createInstance(url), postfix?.relay.value ?? null, null);
+          await measureEndToEnd('5', 'PostgreSQL', sink, await createInstance(url), postfix?.relay.value ?? null, null, postfix?.cpu.value ?? null);
         }
       }
     } catch (e) {

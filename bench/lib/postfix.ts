@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { findFreePort, listChildPids, onCleanup, runCommand, sampleRss, spawnChild, waitUntil, type Spawned } from './processes.ts';
+import { findFreePort, listChildPids, onCleanup, readCpuSeconds, runCommand, sampleRss, spawnChild, waitUntil, type Spawned } from './processes.ts';
 
 const SINK = '/usr/sbin/smtp-sink';
 const SOURCE = '/usr/sbin/smtp-source';
@@ -136,6 +136,8 @@ export interface PostfixRelay {
   dir: string;
   /** the master and its children (for memory sampling) */
   pids(): number[];
+  /** CPU seconds used so far by the master, its live children and its exited children */
+  cpuSeconds(): number;
   stop(): Promise<void>;
 }
 
@@ -246,6 +248,13 @@ export async function startPostfixRelay(sinkPort: number): Promise<PostfixRelay>
     pids: () => {
       const master = masterPid();
       return master === null ? [] : [master, ...listChildPids(master)];
+    },
+    cpuSeconds: () => {
+      const master = masterPid();
+      if (master === null) return NaN;
+      let sum = readCpuSeconds(master, true) ?? 0;
+      for (const pid of listChildPids(master)) sum += readCpuSeconds(pid) ?? 0;
+      return sum;
     },
     stop: release,
   };

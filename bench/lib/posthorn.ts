@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { onCleanup, readRssMiB, runCommand, spawnChild, type Spawned } from './processes.ts';
+import { onCleanup, readCpuSeconds, readRssMiB, runCommand, spawnChild, type Spawned } from './processes.ts';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = path.join(ROOT, 'bin', 'posthorn.js');
@@ -57,6 +57,8 @@ export interface Service {
   pid: number;
   /** VmRSS and VmHWM (peak) of the service process, MiB */
   rss(): { rss: number; peak: number } | null;
+  /** CPU seconds the service process has used so far */
+  cpuSeconds(): number;
   /** SIGTERM (graceful: drains, writes the CPU profile if asked), SIGKILL after the grace */
   stop(): Promise<void>;
 }
@@ -118,6 +120,7 @@ export async function serve(instance: Instance, opts: ServeOptions = {}): Promis
     url,
     pid,
     rss: () => readRssMiB(pid),
+    cpuSeconds: () => readCpuSeconds(pid) ?? NaN,
     stop: async () => {
       await spawned.stop(60_000);
       logStream.end();

@@ -141,6 +141,22 @@ export function listChildPids(parentPid: number): number[] {
   return out;
 }
 
+/**
+ * CPU time (user + system) a process has used so far, in seconds (Linux /proc, 100 ticks/s); with
+ * reapedChildren, plus the time of its children that have exited and been waited for.
+ */
+export function readCpuSeconds(pid: number, reapedChildren = false): number | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // fields[11..14] are utime, stime, cutime, cstime (fields 14 to 17 of proc(5), counted from 1)
+    const own = Number(fields[11]) + Number(fields[12]);
+    return (own + (reapedChildren ? Number(fields[13]) + Number(fields[14]) : 0)) / 100;
+  } catch {
+    return null;
+  }
+}
+
 /** Proportional set size of a process in MiB: shared pages divided among their sharers. */
 export function readPssMiB(pid: number): number | null {
   try {
