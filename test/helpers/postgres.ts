@@ -33,7 +33,8 @@ export async function createFreshPostgresDatabase(): Promise<string> {
     // by other users") when one copies while the other still holds template1: retry briefly.
     for (let attempt = 1; ; attempt++) {
       try {
-        await client.query(`CREATE DATABASE "${name}"`);
+        // As docs/operations.md recommends: UTF-8, C collation (text ordered by code point, as on SQLite).
+        await client.query(`CREATE DATABASE "${name}" TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'`);
         // Tests never outlive a server crash: commits need not wait for the WAL flush. (Production
         // keeps synchronous_commit on: docs/operations.md.)
         await client.query(`ALTER DATABASE "${name}" SET synchronous_commit = off`);

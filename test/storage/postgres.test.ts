@@ -186,6 +186,31 @@ describe('PostgreSQL dialect', { skip }, () => {
     assert.deepEqual(rows[0], { app: 'posthorn', idle: '1min' });
   });
 
+  it('warns at start when the database orders text linguistically (unlike SQLite), not under C', async (tc) => {
+    const [{ v }] = await adminQuery<{ v: string }>('show server_version_num');
+    if (Number(v) < 150000) return tc.skip('ICU database locales need PostgreSQL 15');
+    const { Writable } = await import('node:stream');
+    const pino = (await import('pino')).default;
+    const capture = () => {
+      const lines: string[] = [];
+      const log = pino({ level: 'warn' }, new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) }));
+      return { log, lines };
+    };
+    const name = `posthorn_t_${process.pid}_icu${Date.now().toString(16)}`;
+    await adminQuery(`CREATE DATABASE "${name}" TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C' LOCALE_PROVIDER icu ICU_LOCALE 'en-US'`);
+    const linguisticUrl = t.url.replace(/\/[^/]+$/, `/${name}`);
+    try {
+      const icu = capture();
+      await (await openPostgres(linguisticUrl, { poolSize: 1, log: icu.log })).close();
+      assert.match(icu.lines.join(''), /database collation is not C/);
+      const c = capture();
+      await (await openPostgres(t.url, { poolSize: 1, log: c.log })).close();
+      assert.deepEqual(c.lines, []);
+    } finally {
+      await dropPostgresDatabase(linguisticUrl);
+    }
+  });
+
   it('refuses to start against an unreachable server with a clear error that hides the password', async () => {
     await assert.rejects(
       openPostgres('postgres://posthorn:hunter2@127.0.0.1:1/nowhere', { poolSize: 1, connectionTimeoutMs: 2000 }),

@@ -68,12 +68,27 @@ export async function openPostgres(url: string, opts: PostgresOptions): Promise<
   });
   pool.on('error', (error) => log?.warn({ err: describeError(error) }, 'idle PostgreSQL connection failed; it is replaced on next use'));
   // Fail at start, with the server's own message, rather than on the first request.
+  let collation: { name: string; linguistic: boolean } | undefined;
   try {
     const client = await pool.connect();
-    client.release();
+    try {
+      // Asked by behaviour, so ICU collations count too: by code point 'B' (0x42) sorts before 'a'.
+      const { rows } = await client.query<{ name: string; linguistic: boolean }>(
+        `select datcollate as name, ('a' < 'B') as linguistic from pg_database where datname = current_database()`,
+      );
+      collation = rows[0];
+    } finally {
+      client.release();
+    }
   } catch (error) {
     await pool.end().catch(() => {});
     throw new Error(`cannot connect to PostgreSQL: ${describeError(error).message}`);
+  }
+  // SQLite orders text by bytes (code points); so does PostgreSQL under the C collation. Under a
+  // linguistic one (en_US.UTF-8, ...) listings ordered by text (template slugs, addresses) come
+  // out in another order than on SQLite. Not fatal: said once, at start.
+  if (collation?.linguistic) {
+    log?.warn({ collation: collation.name }, 'database collation is not C: text is ordered differently than on SQLite; create the database with --locale=C (docs/operations.md)');
   }
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const listener = new NotificationListener(() => new pg.Client(connection), {
