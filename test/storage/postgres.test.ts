@@ -2,6 +2,7 @@
 // lock), LISTEN/NOTIFY wake-ups across stores, the LISTEN connection's reconnect after the server
 // drops it, and the pool's own type parsers. Skipped on the SQLite run.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import pg from 'pg';
@@ -196,7 +197,7 @@ describe('PostgreSQL dialect', { skip }, () => {
       const log = pino({ level: 'warn' }, new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) }));
       return { log, lines };
     };
-    const name = `posthorn_t_${process.pid}_icu${Date.now().toString(16)}`;
+    const name = `posthorn_t_${process.pid}_${randomBytes(6).toString('hex')}`; // the runner's leftover pattern
     await adminQuery(`CREATE DATABASE "${name}" TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C' LOCALE_PROVIDER icu ICU_LOCALE 'en-US'`);
     const linguisticUrl = t.url.replace(/\/[^/]+$/, `/${name}`);
     try {
