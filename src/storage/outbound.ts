@@ -82,6 +82,31 @@ export async function finishOutbound(db: Tx, f: OutboundFinish): Promise<boolean
   return Number(result.numUpdatedRows) === 1;
 }
 
+export interface DestinationHold {
+  accountId: number;
+  /** the endpoint, for webhook requests */
+  webhookId: number | null;
+  /** the URL, for postbacks (webhookId null) */
+  url: string | null;
+  until: number;
+  now: number;
+}
+
+/** Moves the destination's unclaimed due requests to `until` (not charged an attempt). */
+export async function holdBackDestination(db: Tx, hold: DestinationHold): Promise<void> {
+  let q = db
+    .updateTable('outbound_requests')
+    .set({ next_attempt_at: hold.until, updated_at: hold.now })
+    .where('account_id', '=', hold.accountId)
+    .where('state', '=', 'pending')
+    .where('locked_by', 'is', null)
+    .where('next_attempt_at', '<', hold.until);
+  if (hold.webhookId !== null) q = q.where('webhook_id', '=', hold.webhookId);
+  else if (hold.url !== null) q = q.where('webhook_id', 'is', null).where('url', '=', hold.url);
+  else return;
+  await q.execute();
+}
+
 export async function insertOutboundAttempt(db: Tx, row: Omit<OutboundAttempt, 'id'>): Promise<void> {
   await db.insertInto('outbound_attempts').values(row).execute();
 }

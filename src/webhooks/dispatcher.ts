@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import type { BackgroundService } from '../background.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../operations/context.ts';
-import { claimDueOutbound, finishOutbound, insertOutboundAttempt, insertOutboundMany, type NewOutboundRow, type OutboundFinish } from '../storage/outbound.ts';
+import { claimDueOutbound, finishOutbound, holdBackDestination, insertOutboundAttempt, insertOutboundMany, type DestinationHold, type NewOutboundRow, type OutboundFinish } from '../storage/outbound.ts';
 import type { OutboundAttempt, OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
 import { claimUndispatchedEvents, findProjectUids, findWebhooksByIds, listActiveWebhooksOf, type ClaimedEvent } from '../storage/webhooks.ts';
 import { postOnce, type PostOutcome } from './http-post.ts';
@@ -139,10 +139,16 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
   // Outcomes are recorded in small batches: requests finish at scattered moments, and one
   // transaction (one fsync on SQLite) per request capped dispatch at a few hundred a second
   // (bench/webhooks.ts). A crash inside the window only means a re-send, as with any crash.
-  const pendingFinishes: Array<{ attempt: Omit<OutboundAttempt, 'id'>; finish: OutboundFinish; resolve: (kept: boolean) => void; reject: (e: unknown) => void }> = [];
+  interface FinishItem {
+    attempt: Omit<OutboundAttempt, 'id'>;
+    finish: OutboundFinish;
+    /** set when the attempt failed: the destination's other due requests wait too */
+    holdBack: DestinationHold | null;
+  }
+  const pendingFinishes: Array<FinishItem & { resolve: (kept: boolean) => void; reject: (e: unknown) => void }> = [];
   let finishTimer: NodeJS.Timeout | null = null;
 
-  function recordFinish(item: { attempt: Omit<OutboundAttempt, 'id'>; finish: OutboundFinish }): Promise<boolean> {
+  function recordFinish(item: FinishItem): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
       pendingFinishes.push({ ...item, resolve, reject });
       finishTimer ??= setTimeout(flushFinishes, FINISH_BATCH_MS);
@@ -158,6 +164,7 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
         for (const item of batch) {
           await insertOutboundAttempt(trx, item.attempt);
           out.push(await finishOutbound(trx, item.finish));
+          if (item.holdBack) await holdBackDestination(trx, item.holdBack);
         }
         return out;
       });
@@ -184,6 +191,13 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
     const kept = await recordFinish({
       attempt: { request_id: request.id, started_at: startedAt, duration_ms: outcome.durationMs, status_code: outcome.statusCode, error: outcome.error, worker },
       finish: { id: request.id, worker, now, state, nextAttemptAt, statusCode: outcome.statusCode, error: outcome.error },
+      // A failing destination is backed off as a whole: its other due requests (not yet tried
+      // this round) wait for the same moment instead of each spending a slot on a likely failure,
+      // so one dead endpoint cannot starve the others. They are not charged an attempt.
+      holdBack:
+        state === 'pending'
+          ? { accountId: request.account_id, webhookId: request.webhook_id, url: request.webhook_id === null ? request.url : null, until: nextAttemptAt, now }
+          : null,
     });
     if (!kept) log.warn({ request: request.id }, 'outbound lease lost before the result was recorded; another worker retries it');
     if (state !== 'delivered') log.info({ request: request.id, kind: request.kind, state, status: outcome.statusCode, error: outcome.error }, 'outbound request not delivered');

@@ -215,6 +215,34 @@ describe('delivery webhooks', () => {
     assert.equal(after.body.data.deliveries[0].status, 'delivered');
   });
 
+  it('backs off a failing endpoint as a whole, so it cannot hold every slot while others wait', async () => {
+    const dead = await t.seed('Dead');
+    const alive = await t.seed('Alive');
+    await t.call('create_webhook', { api_key: dead.accountKey, arguments: { url: sink.url + '/dead', events: ['delivered'] } });
+    await t.call('create_webhook', { api_key: alive.accountKey, arguments: { url: sink.url + '/alive', events: ['delivered'] } });
+    sink.requests.length = 0;
+    sink.answer((req) => (req.path === '/dead' ? 500 : 200));
+    await addEvents(t, Array.from({ length: 40 }, (_, i) => deliveredEvent(dead, 100 + i)));
+    await addEvents(t, Array.from({ length: 5 }, (_, i) => deliveredEvent(alive, 200 + i)));
+    await dispatcherOf(t).drain();
+    const byPath = (p: string) => sink.requests.filter((r) => r.path === p).length;
+    assert.equal(byPath('/alive'), 5);
+    // The first batch (32 slots) failed; the other 8 were held back without being tried.
+    assert.equal(byPath('/dead'), 32);
+    const pending = await t.call('list_webhook_deliveries', { api_key: dead.accountKey, arguments: { status: 'pending' } });
+    const untried = pending.body.data.deliveries.filter((d: { attempts: number }) => d.attempts === 0);
+    assert.equal(untried.length, 8);
+    const tried = pending.body.data.deliveries.filter((d: { attempts: number }) => d.attempts === 1);
+    assert.equal(untried[0].next_attempt_at, tried[0].next_attempt_at, 'held until the failed ones retry');
+    // Once the endpoint answers again, everything goes.
+    sink.answer(() => 200);
+    clock.advance(61_000);
+    await dispatcherOf(t).drain();
+    assert.equal(byPath('/dead'), 72);
+    const left = await t.call('list_webhook_deliveries', { api_key: dead.accountKey, arguments: { status: 'pending' } });
+    assert.equal(left.body.data.deliveries.length, 0);
+  });
+
   it('does not follow redirects and gives up on a receiver that does not answer in time', async () => {
     const s = await t.seed('Redirect');
     const created = await t.call('create_webhook', { api_key: s.accountKey, arguments: { url: sink.url + '/moved', events: ['delivered'] } });
