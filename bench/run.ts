@@ -22,7 +22,7 @@ import { formatProfile, summarizeProfile } from './lib/cpu-profile.ts';
 import { seedHistory } from './lib/history-seed.ts';
 import { ensurePostfix, runSource, startPostfixRelay, startSink, type Sink } from './lib/postfix.ts';
 import { createInstance, migrate, ROOT, sendLoad, serve, tailLog, timePost, type Instance, type Service } from './lib/posthorn.ts';
-import { hookSignals, onCleanup, runAllCleanups, runCommand, sampleRss } from './lib/processes.ts';
+import { describeSchedDelta, hookSignals, onCleanup, runAllCleanups, runCommand, sampleRss } from './lib/processes.ts';
 import { describeMachine, formatMarkdown, formatTable, gitRevision, type Figure } from './lib/report.ts';
 import { median, percentile } from './lib/stats.ts';
 
@@ -36,6 +36,8 @@ const { values: args } = parseArgs({
     queued: { type: 'string', default: '100000' },
     profile: { type: 'boolean', default: false },
     'no-write': { type: 'boolean', default: false },
+    /** extra `posthorn serve` options for experiments, e.g. --serve-args="--workers 128" */
+    'serve-args': { type: 'string', default: '' },
     'pg-url': { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
   },
 });
@@ -46,6 +48,7 @@ const E2E_MESSAGES = Math.max(100, Math.min(1_000_000, Number(args.messages)));
 const INGEST_SECONDS = Math.max(1, Math.min(120, Number(args['ingest-seconds'])));
 const HISTORY_ROWS = Math.max(1000, Math.min(10_000_000, Number(args['history-rows'])));
 const QUEUED = Math.max(1000, Math.min(1_000_000, Number(args.queued)));
+const SERVE_ARGS = args['serve-args']!.split(/\s+/).filter(Boolean);
 const CONNECTIONS = 50;
 const SMTP_SESSIONS = 10;
 const MESSAGE_BYTES = 1024;
@@ -168,7 +171,7 @@ async function measurePostfixRelay(sink: Sink): Promise<PostfixFigures> {
 // 3. Ingest
 
 async function withService<T>(instance: Instance, opts: Parameters<typeof serve>[1], fn: (service: Service) => Promise<T>): Promise<T> {
-  const service = await serve(instance, opts);
+  const service = await serve(instance, { ...opts, extraArgs: [...SERVE_ARGS, ...(opts?.extraArgs ?? [])] });
   const release = onCleanup('posthorn service', () => service.stop());
   try {
     return await fn(service);
@@ -189,14 +192,18 @@ async function measureIngest(postfixAccept: number | null): Promise<void> {
     const p50: number[] = [];
     const p99: number[] = [];
     const cpuUs: number[] = [];
+    const cpuWait: number[] = [];
     const serviceCores: number[] = [];
     const loaderCores: number[] = [];
     let refused = 0;
     for (let i = 0; i < RUNS; i++) {
       const cpu0 = service.cpuSeconds();
+      const sched0 = service.sched();
       const own0 = process.cpuUsage();
       const r = await sendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, durationS: INGEST_SECONDS });
       const cpu = service.cpuSeconds() - cpu0;
+      const sched = describeSchedDelta(sched0, service.sched(), r.durationS * 1000);
+      cpuWait.push(sched.waitingForCpu);
       const own = process.cpuUsage(own0);
       refused += r.notOk + r.errors;
       rate.push(r.acceptedPerS);
@@ -207,7 +214,7 @@ async function measureIngest(postfixAccept: number | null): Promise<void> {
       loaderCores.push((own.user + own.system) / 1e6 / r.durationS);
       log(
         `3 ingest run ${i + 1}: ${r.acceptedPerS.toFixed(0)} accepted/s (${r.ok} ok, ${r.notOk} not ok, ${r.errors} errors), p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms; ` +
-          `service ${serviceCores[i].toFixed(2)} cores, ${cpuUs[i].toFixed(0)} µs CPU per request; load generator ${loaderCores[i].toFixed(2)} cores` +
+          `service ${serviceCores[i].toFixed(2)} cores, ${cpuUs[i].toFixed(0)} µs CPU per request, ${sched.text}; load generator ${loaderCores[i].toFixed(2)} cores` +
           (r.firstFailure ? `; first failure: ${r.firstFailure}` : ''),
       );
     }
@@ -221,7 +228,7 @@ async function measureIngest(postfixAccept: number | null): Promise<void> {
     addFigure({ id: '3', name: 'Posthorn ingest latency p99', unit: 'ms', value: median(p99), runs: p99, digits: 1 });
     addFigure({
       id: '3', name: 'Service CPU per accepted send_message', unit: 'µs', value: median(cpuUs), runs: cpuUs,
-      note: `the service used ${median(serviceCores).toFixed(2)} cores and autocannon ${median(loaderCores).toFixed(2)} cores (medians); at one full core, 1e6 / this figure is the ingest ceiling of one process`,
+      note: `the service used ${median(serviceCores).toFixed(2)} cores (its main thread waited for a CPU ${(median(cpuWait) * 100).toFixed(0)}% of the time) and autocannon ${median(loaderCores).toFixed(2)} cores (medians); at one full core, 1e6 / this figure is the ingest ceiling of one process`,
     });
   });
   if (profile) profileReports.push(reportProfile('ingest (send_message, role api)', profile));
@@ -247,13 +254,15 @@ async function measureEndToEnd(
     const runOnce = async (messages: number): Promise<number> => {
       const before = sink.count();
       const cpu0 = service.cpuSeconds();
+      const sched0 = service.sched();
       const load = await sendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: messages });
       if (load.ok !== messages) throw new Error(`${load.ok} of ${messages} send_message accepted (${load.notOk} refused, ${load.errors} errors): ${load.firstFailure ?? ''}`);
       const lastAt = await sink.waitForCount(before + messages, deliveryTimeoutMs(messages));
       const elapsedS = (lastAt - load.startedAt) / 1000;
       const cpu = service.cpuSeconds() - cpu0;
       cpuUs.push((cpu * 1e6) / messages);
-      log(`${id} ${label}: ${messages} accepted in ${load.durationS.toFixed(1)} s, all at the sink after ${elapsedS.toFixed(1)} s; service ${(cpu / elapsedS).toFixed(2)} cores, ${((cpu * 1e6) / messages).toFixed(0)} µs CPU per message`);
+      const sched = describeSchedDelta(sched0, service.sched(), elapsedS * 1000);
+      log(`${id} ${label}: ${messages} accepted in ${load.durationS.toFixed(1)} s, all at the sink after ${elapsedS.toFixed(1)} s; service ${(cpu / elapsedS).toFixed(2)} cores, ${((cpu * 1e6) / messages).toFixed(0)} µs CPU per message, ${sched.text}`);
       return messages / elapsedS;
     };
     await runOnce(Math.min(2000, E2E_MESSAGES)); // warm-up: JIT, SMTP pool open
@@ -371,10 +380,12 @@ async function measureQueuedMemory(sink: Sink): Promise<void> {
     const before = sink.count();
     const started = performance.now();
     const cpu0 = worker.cpuSeconds();
+    const sched0 = worker.sched();
     const lastAt = await sink.waitForCount(before + QUEUED, deliveryTimeoutMs(QUEUED));
     const rate = QUEUED / ((lastAt - started) / 1000);
     const cpu = worker.cpuSeconds() - cpu0;
-    log(`7 worker used ${(cpu / ((lastAt - started) / 1000)).toFixed(2)} cores, ${((cpu * 1e6) / QUEUED).toFixed(0)} µs CPU per delivered message`);
+    const sched = describeSchedDelta(sched0, worker.sched(), lastAt - started);
+    log(`7 worker used ${(cpu / ((lastAt - started) / 1000)).toFixed(2)} cores, ${((cpu * 1e6) / QUEUED).toFixed(0)} µs CPU per delivered message, ${sched.text}`);
     addFigure({ id: '7c', name: 'Worker CPU per delivered message', unit: 'µs', value: (cpu * 1e6) / QUEUED, runs: [] });
     const rss = worker.rss();
     log(`7 worker drained ${QUEUED} in ${((lastAt - started) / 1000).toFixed(1)} s (${rate.toFixed(0)} msg/s), peak RSS ${rss?.peak.toFixed(0)} MiB`);

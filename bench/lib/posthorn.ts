@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { onCleanup, readCpuSeconds, readRssMiB, runCommand, spawnChild, type Spawned } from './processes.ts';
+import { onCleanup, readCpuSeconds, readRssMiB, readSchedstat, runCommand, spawnChild, type Spawned } from './processes.ts';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = path.join(ROOT, 'bin', 'posthorn.js');
@@ -59,6 +59,8 @@ export interface Service {
   rss(): { rss: number; peak: number } | null;
   /** CPU seconds the service process has used so far */
   cpuSeconds(): number;
+  /** scheduler accounting of its main thread */
+  sched(): { runNs: number; waitNs: number } | null;
   /** SIGTERM (graceful: drains, writes the CPU profile if asked), SIGKILL after the grace */
   stop(): Promise<void>;
 }
@@ -121,6 +123,7 @@ export async function serve(instance: Instance, opts: ServeOptions = {}): Promis
     pid,
     rss: () => readRssMiB(pid),
     cpuSeconds: () => readCpuSeconds(pid) ?? NaN,
+    sched: () => readSchedstat(pid),
     stop: async () => {
       await spawned.stop(60_000);
       logStream.end();

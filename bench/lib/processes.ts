@@ -157,6 +157,37 @@ export function readCpuSeconds(pid: number, reapedChildren = false): number | nu
   }
 }
 
+/**
+ * Scheduler accounting of a process's main thread (/proc/PID/schedstat): nanoseconds on a CPU and
+ * nanoseconds runnable but waiting for one. On a shared machine the second says how much of a
+ * figure's wall time the thread lost to other processes.
+ */
+export function readSchedstat(pid: number): { runNs: number; waitNs: number } | null {
+  try {
+    const [run, wait] = fs.readFileSync(`/proc/${pid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
+    return { runNs: run, waitNs: wait };
+  } catch {
+    return null;
+  }
+}
+
+/** Shares of wall time of a process's main thread between two readSchedstat() calls. */
+export function describeSchedDelta(
+  before: { runNs: number; waitNs: number } | null,
+  after: { runNs: number; waitNs: number } | null,
+  wallMs: number,
+): { running: number; waitingForCpu: number; text: string } {
+  if (!before || !after || wallMs <= 0) return { running: NaN, waitingForCpu: NaN, text: 'main thread: n/a' };
+  const running = (after.runNs - before.runNs) / 1e6 / wallMs;
+  const waitingForCpu = (after.waitNs - before.waitNs) / 1e6 / wallMs;
+  const rest = Math.max(0, 1 - running - waitingForCpu);
+  return {
+    running,
+    waitingForCpu,
+    text: `main thread ${(running * 100).toFixed(0)}% on a CPU, ${(waitingForCpu * 100).toFixed(0)}% waiting for one, ${(rest * 100).toFixed(0)}% idle or blocked in I/O`,
+  };
+}
+
 /** Proportional set size of a process in MiB: shared pages divided among their sharers. */
 export function readPssMiB(pid: number): number | null {
   try {
