@@ -31,23 +31,30 @@ function normaliseMailbox(m: Mailbox): Mailbox {
 export async function claimDueMailboxes(services: Services, worker: string, leaseMs: number, limit: number): Promise<Mailbox[]> {
   const now = services.clock.now();
   const skipLocked = services.store.dialect.skipLocked;
-  const rows = await services.store.write(async (trx) => {
-    let due = trx
-      .selectFrom('mailboxes')
-      .select('id')
-      .where('next_check_at', '<=', now)
-      .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
-      .orderBy('next_check_at')
-      .limit(limit);
-    if (skipLocked) due = due.forUpdate().skipLocked();
-    return trx
+  const rows = await services.store.write(async (trx) =>
+    // Picked once (MATERIALIZED): see claimDueOutbound in storage/outbound.ts for why.
+    trx
+      .with(
+        (cte) => cte('due').materialized(),
+        (qb) => {
+          let due = qb
+            .selectFrom('mailboxes')
+            .select('id')
+            .where('next_check_at', '<=', now)
+            .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
+            .orderBy('next_check_at')
+            .limit(limit);
+          if (skipLocked) due = due.forUpdate().skipLocked();
+          return due;
+        },
+      )
       .updateTable('mailboxes')
       .set({ locked_by: worker, locked_until: now + leaseMs })
-      .where('id', 'in', due)
+      .where('id', 'in', (eb) => eb.selectFrom('due').select('due.id'))
       .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
       .returningAll()
-      .execute();
-  });
+      .execute(),
+  );
   return rows.map(normaliseMailbox);
 }
 

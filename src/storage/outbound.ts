@@ -25,16 +25,25 @@ export async function claimDueOutbound(
   db: Tx,
   opts: { worker: string; now: number; leaseUntil: number; limit: number; skipLocked: boolean },
 ): Promise<OutboundRequest[]> {
-  let due = db
-    .selectFrom('outbound_requests')
-    .select('id')
-    .where('state', '=', 'pending')
-    .where('next_attempt_at', '<=', opts.now)
-    .orderBy('next_attempt_at')
-    .orderBy('id')
-    .limit(opts.limit);
-  if (opts.skipLocked) due = due.forUpdate().skipLocked();
+  // The due rows are picked once, in a MATERIALIZED CTE: as a plain `IN (subquery)` PostgreSQL may
+  // run the subquery again per row (a SubPlan), see the rows this very UPDATE already moved out of
+  // the due range, and claim past the LIMIT (seen: 40 claimed for a limit of 32).
   const rows = await db
+    .with(
+      (cte) => cte('due').materialized(),
+      (qb) => {
+        let due = qb
+          .selectFrom('outbound_requests')
+          .select('id')
+          .where('state', '=', 'pending')
+          .where('next_attempt_at', '<=', opts.now)
+          .orderBy('next_attempt_at')
+          .orderBy('id')
+          .limit(opts.limit);
+        if (opts.skipLocked) due = due.forUpdate().skipLocked();
+        return due;
+      },
+    )
     .updateTable('outbound_requests')
     .set({
       locked_by: opts.worker,
@@ -43,7 +52,7 @@ export async function claimDueOutbound(
       attempts: sql`attempts + 1`,
       updated_at: opts.now,
     })
-    .where('id', 'in', due)
+    .where('id', 'in', (eb) => eb.selectFrom('due').select('due.id'))
     .where('state', '=', 'pending')
     .returningAll()
     .execute();

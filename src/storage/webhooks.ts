@@ -56,12 +56,19 @@ export interface ClaimedEvent {
  * with the outbound inserts in the same transaction an event is fanned out exactly once.
  */
 export async function claimUndispatchedEvents(db: Tx, opts: { now: number; limit: number; skipLocked: boolean }): Promise<ClaimedEvent[]> {
-  let pending = db.selectFrom('events').select('id').where('dispatched_at', 'is', null).orderBy('id').limit(opts.limit);
-  if (opts.skipLocked) pending = pending.forUpdate().skipLocked();
+  // Picked once (MATERIALIZED): see claimDueOutbound in storage/outbound.ts for why.
   const rows = await db
+    .with(
+      (cte) => cte('batch').materialized(),
+      (qb) => {
+        let pending = qb.selectFrom('events').select('id').where('dispatched_at', 'is', null).orderBy('id').limit(opts.limit);
+        if (opts.skipLocked) pending = pending.forUpdate().skipLocked();
+        return pending;
+      },
+    )
     .updateTable('events')
     .set({ dispatched_at: opts.now })
-    .where('id', 'in', pending)
+    .where('id', 'in', (eb) => eb.selectFrom('batch').select('batch.id'))
     .where('dispatched_at', 'is', null)
     .returning(['id', 'account_id', 'project_id', 'type', 'payload', 'created_at'])
     .execute();

@@ -256,25 +256,25 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
       await Promise.allSettled([...inFlight]);
     },
     async drain() {
-      for (let i = 0; i < 1000 && !stopped; i++) {
-        await running;
-        await fanOut();
-        await dispatchDue(true);
-        if (inFlight.size === 0) {
-          // Nothing in flight after a dispatch pass: done unless the pass itself found work.
-          const now = clock.now();
-          const due = await store.db
-            .selectFrom('outbound_requests')
-            .select('id')
-            .where('state', '=', 'pending')
-            .where('next_attempt_at', '<=', now)
-            .limit(1)
-            .execute();
-          const undispatched = await store.db.selectFrom('events').select('id').where('dispatched_at', 'is', null).limit(1).execute();
-          if (due.length === 0 && undispatched.length === 0) return;
-        } else {
+      // Everything goes through the one tick loop, so claims never run side by side (on
+      // PostgreSQL, SKIP LOCKED would let two concurrent claims overfill the slots).
+      for (let i = 0; i < 10_000 && !stopped; i++) {
+        kick('events');
+        while (running) await running;
+        if (inFlight.size > 0) {
           await Promise.race([...inFlight]);
+          continue;
         }
+        const now = clock.now();
+        const due = await store.db
+          .selectFrom('outbound_requests')
+          .select('id')
+          .where('state', '=', 'pending')
+          .where('next_attempt_at', '<=', now)
+          .limit(1)
+          .execute();
+        const undispatched = await store.db.selectFrom('events').select('id').where('dispatched_at', 'is', null).limit(1).execute();
+        if (due.length === 0 && undispatched.length === 0) return;
       }
     },
   };
