@@ -70,7 +70,7 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
             fanOutWanted = false;
             await fanOut();
           }
-          await dispatchDue(false);
+          await dispatchDue();
         } while (again && !stopped);
       } catch (error) {
         log.error({ err: error }, 'webhook dispatcher tick failed');
@@ -107,15 +107,14 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
   }
 
   /**
-   * Claims due requests into the free slots. Unless `eager`, waits until a quarter of the slots
-   * are free (or none is busy), so that a stream of completions costs one claim per batch rather
-   * than one per request.
+   * Claims due requests into the free slots, once a quarter of the slots are free (or none is
+   * busy), so that a stream of completions costs one claim per batch rather than one per request.
    */
-  async function dispatchDue(eager: boolean): Promise<void> {
+  async function dispatchDue(): Promise<void> {
     while (!stopped) {
       const free = CONCURRENCY - inFlight.size;
       if (free <= 0) return;
-      if (!eager && inFlight.size > 0 && free < CONCURRENCY / 4) return;
+      if (inFlight.size > 0 && free < CONCURRENCY / 4) return;
       const now = clock.now();
       const claimed = await store.write((trx) =>
         claimDueOutbound(trx, { worker, now, leaseUntil: now + leaseMs, limit: free, skipLocked: store.dialect.skipLocked }),
