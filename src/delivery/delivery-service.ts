@@ -55,7 +55,7 @@ const MAX_CLAIM = 500;
 /** How long stop() waits for deliveries in flight before giving their rows back. */
 const STOP_GRACE_MS = 10_000;
 /** Finishes wait at most this long to share a commit with others (see writeSoon). */
-const FINISH_BATCH_MS = 20;
+const FINISH_BATCH_MS = 10;
 const FINISH_BATCH_MAX = 256;
 /** Webhook wake-ups are coalesced to at most one per this interval. */
 const EVENTS_WAKE_MS = 20;
@@ -67,7 +67,14 @@ export class DeliveryService implements BackgroundService {
   private readonly contexts: MessageContexts;
   private readonly router: Router;
   private readonly smtp: SmtpClient;
+  /** every claimed transmission until its outcome is recorded (what stop() waits for) */
   private readonly inFlight = new Map<number, Promise<void>>();
+  /**
+   * Delivery slots in use: claimed transmissions whose outcome is not known yet. A slot is freed
+   * when the SMTP work is done, before the outcome is committed, so that the claim refilling it can
+   * share the commit of the finishes (see flushFinishes).
+   */
+  private sending = 0;
   private claiming = false;
   /** the last claim was full, or a wake-up came since: there may be more due rows */
   private moreDue = true;
@@ -146,20 +153,30 @@ export class DeliveryService implements BackgroundService {
    * Tests drive the worker with this and a ManualClock instead of sleeping.
    */
   async runOnce(): Promise<number> {
-    const claimed = await this.claim(this.services.config.workers - this.inFlight.size);
+    const claimed = await this.claim(this.services.config.workers - this.sending - this.finishQueue.length);
     await Promise.all(claimed.map((t) => this.launch(t)));
     return claimed.length;
   }
 
-  private async fill(): Promise<void> {
+  /**
+   * Claims while slots are free and rows are due. Outside the finish flushes a claim waits for a
+   * quarter of the slots to be free (unless nothing is in flight), so one statement feeds many
+   * deliveries; in a finish flush any free slot is refilled (`minBatch` 1), as the claim then costs
+   * no commit of its own.
+   */
+  private async fill(minBatch?: number): Promise<void> {
     if (this.claiming || this.stopping) return;
     this.claiming = true;
     try {
       const workers = Math.max(1, this.services.config.workers);
-      const batchThreshold = Math.max(1, Math.floor(workers / 4));
+      const batchThreshold = minBatch ?? Math.max(1, Math.floor(workers / 4));
       while (!this.stopping && this.moreDue) {
-        const free = workers - this.inFlight.size;
-        if (free <= 0 || (this.inFlight.size > 0 && free < batchThreshold)) break;
+        // Outcomes waiting in the finish queue still count: a new claim can only start deliveries
+        // once they are committed, so at most `workers` sent transmissions are ever unrecorded
+        // (what a crash can make us send twice).
+        const busy = this.sending + this.finishQueue.length;
+        const free = workers - busy;
+        if (free <= 0 || (busy > 0 && free < batchThreshold)) break;
         this.wokeDuringClaim = false;
         const limit = Math.min(free, MAX_CLAIM);
         const claimed = await this.claim(limit);
@@ -188,7 +205,14 @@ export class DeliveryService implements BackgroundService {
 
   private launch(t: ClaimedTransmission): Promise<void> {
     const contexts = this.pendingContexts;
-    const delivery = this.deliverAndRecord(t, contexts).finally(() => {
+    this.sending++;
+    let slotHeld = true;
+    const releaseSlot = () => {
+      if (slotHeld) this.sending--;
+      slotHeld = false;
+    };
+    const delivery = this.deliverAndRecord(t, contexts, releaseSlot).finally(() => {
+      releaseSlot();
       this.inFlight.delete(t.id);
       if (this.moreDue && !this.stopping) void this.fill();
     });
@@ -196,7 +220,7 @@ export class DeliveryService implements BackgroundService {
     return delivery;
   }
 
-  private async deliverAndRecord(t: ClaimedTransmission, contexts: Promise<Map<number, MessageContext>>): Promise<void> {
+  private async deliverAndRecord(t: ClaimedTransmission, contexts: Promise<Map<number, MessageContext>>, releaseSlot: () => void): Promise<void> {
     const startedAt = this.services.clock.now();
     const started = performance.now();
     let context: MessageContext | undefined;
@@ -215,6 +239,7 @@ export class DeliveryService implements BackgroundService {
       this.services.log.error({ err: error, transmission: t.id }, 'delivery defect');
       outcome = { kind: 'deferred', resultCode: 'INTERNAL_ERROR', resultMessage: 'internal error during delivery (logged)', bounce: null, host: null, durationMs: elapsed(started) };
     }
+    releaseSlot();
     try {
       await this.record(t, context, outcome, startedAt);
     } catch (error) {
@@ -334,7 +359,10 @@ export class DeliveryService implements BackgroundService {
   private writeSoon<T>(fn: (trx: Tx) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.finishQueue.push(() => this.services.store.write(fn).then(resolve, reject));
-      if (this.finishQueue.length >= FINISH_BATCH_MAX) this.flushFinishes();
+      // Waiting outcomes hold their slots: flush early once half the slots wait, so a small
+      // --workers never idles on the timer.
+      const limit = Math.max(1, Math.min(FINISH_BATCH_MAX, Math.floor(this.services.config.workers / 2)));
+      if (this.finishQueue.length >= limit) this.flushFinishes();
       else this.finishTimer ??= setTimeout(() => this.flushFinishes(), FINISH_BATCH_MS);
     });
   }
@@ -345,6 +373,8 @@ export class DeliveryService implements BackgroundService {
     const queued = this.finishQueue;
     this.finishQueue = [];
     for (const start of queued) start();
+    // Refill the slots these deliveries freed in the same turn: the claim joins this group commit.
+    if (this.moreDue && !this.stopping) void this.fill(1);
   }
 
   private wakeEvents(): void {
