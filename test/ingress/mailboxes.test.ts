@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
+import { startApp } from '../../src/app.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { REDACT_PATHS } from '../../src/log.ts';
 import type { MailboxWatcher } from '../../src/ingress/watcher.ts';
@@ -300,6 +301,46 @@ describe('IMAP without IDLE, and TLS', { skip: dovecotAvailable() ? false : 'dov
     } finally {
       await trusting.close();
       await strict.close();
+      await sink.close();
+      await dovecot.stop();
+    }
+  });
+});
+
+describe('several processes share the mailboxes', { skip: dovecotAvailable() ? false : 'dovecot-imapd is not installed' }, () => {
+  it('holds one IMAP session per mailbox across services, and posts each email once', async () => {
+    const dovecot = await startDovecot({ users: [user, other] });
+    const sink = await startHttpSink();
+    const a = await startTestApp({ config: { allowPrivateWebhooks: true, pollMs: 50 } });
+    // A second service on the same database (as a second worker process would be).
+    const b = await startApp({ ...a.app.services.config, port: 0 }, { log: pino({ level: 'silent' }) });
+    try {
+      const seed = await a.seed();
+      for (const [uid, u] of [['one', user], ['two', other]] as const) {
+        const r = await a.call('create_mailbox', {
+          api_key: seed.accountKey,
+          arguments: { uid, host: '127.0.0.1', port: dovecot.port, username: u.name, password: u.password, tls: false, postback_url: sink.url + '/' + uid },
+        });
+        assert.equal(r.status, 200);
+      }
+      const watchers = [a.app, b].map((app) => app.background.find((s) => s.name === 'mailboxes') as MailboxWatcher);
+      await until('both mailboxes watched', async () => watchers.flatMap((w) => w.sessions()).length === 2);
+      for (let i = 0; i < 5; i++) {
+        await dovecot.append(user, email(`Shared ${i}`));
+        await dovecot.append(other, email(`Other ${i}`));
+      }
+      await sink.waitFor(10);
+      // Give a second session, if there were one, the time to post again.
+      await Promise.all(watchers.map((w) => w.syncNow()));
+      await new Promise((r) => setTimeout(r, 300));
+      const sessions = watchers.flatMap((w) => w.sessions());
+      assert.equal(sessions.length, 2, 'one session per mailbox in all');
+      assert.equal(new Set(sessions).size, 2);
+      const subjects = sink.requests.map((r) => /Subject: (.*)\r\n/.exec(JSON.parse(r.body).inbound_email.message)![1]).sort();
+      assert.deepEqual(subjects, [...Array.from({ length: 5 }, (_, i) => `Other ${i}`), ...Array.from({ length: 5 }, (_, i) => `Shared ${i}`)].sort());
+    } finally {
+      await b.close();
+      await a.close();
       await sink.close();
       await dovecot.stop();
     }
