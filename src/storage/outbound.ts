@@ -81,7 +81,8 @@ export async function finishOutbound(db: Tx, f: OutboundFinish): Promise<boolean
       last_status_code: f.statusCode,
       last_error: f.error,
       updated_at: f.now,
-      ...(f.state === 'delivered' ? { delivered_at: f.now } : {}),
+      // A delivered postback's body is the raw email, still on the IMAP server: not kept twice.
+      ...(f.state === 'delivered' ? { delivered_at: f.now, body: sql<string>`case when kind = 'postback' then '' else body end` } : {}),
       ...(f.state === 'failed' ? { failed_at: f.now } : {}),
     })
     .where('id', '=', f.id)
@@ -153,6 +154,29 @@ export async function listOutboundAttempts(db: Tx, requestIds: readonly number[]
   if (requestIds.length === 0) return [];
   const rows = await db.selectFrom('outbound_attempts').selectAll().where('request_id', 'in', requestIds).orderBy('id').execute();
   return rows.map((r) => ({ ...r, id: Number(r.id), request_id: Number(r.request_id), started_at: Number(r.started_at) }));
+}
+
+/**
+ * Deletes finished requests (and their attempts) that ended before the given times, at most
+ * `limit` per call so each transaction stays short; returns how many went.
+ */
+export async function pruneOutbound(db: Tx, opts: { deliveredBefore: number; failedBefore: number; limit: number }): Promise<number> {
+  const old = await db
+    .selectFrom('outbound_requests')
+    .select('id')
+    .where((eb) =>
+      eb.or([
+        eb.and([eb('state', '=', 'delivered'), eb('delivered_at', '<', opts.deliveredBefore)]),
+        eb.and([eb('state', '=', 'failed'), eb('failed_at', '<', opts.failedBefore)]),
+      ]),
+    )
+    .limit(opts.limit)
+    .execute();
+  const ids = old.map((r) => Number(r.id));
+  if (ids.length === 0) return 0;
+  await db.deleteFrom('outbound_attempts').where('request_id', 'in', ids).execute();
+  await db.deleteFrom('outbound_requests').where('id', 'in', ids).execute();
+  return ids.length;
 }
 
 /** Puts failed requests back in the queue (an operator's or user's "retry now"). */

@@ -16,7 +16,17 @@ import { randomBytes } from 'node:crypto';
 import type { BackgroundService } from '../background.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../operations/context.ts';
-import { claimDueOutbound, finishOutbound, holdBackDestination, insertOutboundAttempt, insertOutboundMany, type DestinationHold, type NewOutboundRow, type OutboundFinish } from '../storage/outbound.ts';
+import {
+  claimDueOutbound,
+  finishOutbound,
+  holdBackDestination,
+  insertOutboundAttempt,
+  insertOutboundMany,
+  pruneOutbound,
+  type DestinationHold,
+  type NewOutboundRow,
+  type OutboundFinish,
+} from '../storage/outbound.ts';
 import type { OutboundAttempt, OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
 import { claimUndispatchedEvents, findProjectUids, findWebhooksByIds, listActiveWebhooksOf, type ClaimedEvent } from '../storage/webhooks.ts';
 import { postOnce, type PostOutcome } from './http-post.ts';
@@ -32,6 +42,10 @@ const FAN_OUT_ROUNDS = 20;
 const USER_AGENT = 'Posthorn-Webhooks/1';
 /** How long finished requests wait to be recorded together. */
 const FINISH_BATCH_MS = 5;
+/** How long finished requests stay listed by list_webhook_deliveries. */
+export const DELIVERED_RETENTION_MS = 7 * 86_400_000;
+export const FAILED_RETENTION_MS = 30 * 86_400_000;
+const PRUNE_EVERY_MS = 3600_000;
 /** Keys of the webhook body that the event payload may not override. */
 const RESERVED = new Set(['event', 'event_id', 'project_uid', 'occurred_at']);
 
@@ -66,6 +80,7 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
       try {
         do {
           again = false;
+          await pruneIfDue();
           if (fanOutWanted) {
             fanOutWanted = false;
             await fanOut();
@@ -78,6 +93,18 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
         running = null;
       }
     })();
+  }
+
+  let prunedAt = Number.NEGATIVE_INFINITY;
+  /** Hourly: forget requests delivered a week ago or failed a month ago (bounded per run). */
+  async function pruneIfDue(): Promise<void> {
+    const now = clock.now();
+    if (now - prunedAt < PRUNE_EVERY_MS) return;
+    prunedAt = now;
+    for (let round = 0; round < 10; round++) {
+      const n = await store.write((trx) => pruneOutbound(trx, { deliveredBefore: now - DELIVERED_RETENTION_MS, failedBefore: now - FAILED_RETENTION_MS, limit: 1000 }));
+      if (n < 1000) return;
+    }
   }
 
   async function fanOut(): Promise<number> {

@@ -131,6 +131,9 @@ describe('inbound mailboxes over IMAP', { skip: dovecotAvailable() ? false : 'do
       return seen.length === 3 && seen;
     });
     assert.deepEqual(seenUids(await dovecot.flags(user)), [first, read, second].sort((a, b) => a - b));
+    // Once delivered, the stored postback forgets the raw email (it is still on the IMAP server).
+    const bodies = await t.app.services.store.db.selectFrom('outbound_requests').select(['body', 'state']).where('kind', '=', 'postback').execute();
+    assert.deepEqual(bodies.map((b) => [b.state, b.body]), [['delivered', ''], ['delivered', '']]);
     const row = await mailboxRow('inbox-1');
     assert.equal(row.status, 'active');
     assert.equal(row.last_error, null);

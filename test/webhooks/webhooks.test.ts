@@ -243,6 +243,24 @@ describe('delivery webhooks', () => {
     assert.equal(left.body.data.deliveries.length, 0);
   });
 
+  it('forgets delivered requests after a week (and keeps failed ones for a month)', async () => {
+    const s = await t.seed('Prune');
+    await t.call('create_webhook', { api_key: s.accountKey, arguments: { url: sink.url + '/prune', events: ['delivered'] } });
+    sink.answer(() => 200);
+    await addEvents(t, [deliveredEvent(s, 300)]);
+    await dispatcherOf(t).drain();
+    const list = async () => (await t.call('list_webhook_deliveries', { api_key: s.accountKey })).body.data.deliveries;
+    assert.equal((await list()).length, 1);
+    clock.advance(6 * 86_400_000);
+    await dispatcherOf(t).drain();
+    assert.equal((await list()).length, 1, 'kept for a week');
+    clock.advance(2 * 86_400_000);
+    await dispatcherOf(t).drain();
+    assert.equal((await list()).length, 0);
+    const attempts = await t.app.services.store.db.selectFrom('outbound_attempts').select('id').where('request_id', 'not in', t.app.services.store.db.selectFrom('outbound_requests').select('id')).execute();
+    assert.equal(attempts.length, 0, 'attempts go with their request');
+  });
+
   it('does not follow redirects and gives up on a receiver that does not answer in time', async () => {
     const s = await t.seed('Redirect');
     const created = await t.call('create_webhook', { api_key: s.accountKey, arguments: { url: sink.url + '/moved', events: ['delivered'] } });
