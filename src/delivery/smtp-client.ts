@@ -284,7 +284,10 @@ export function exchangeFromError(error: unknown): SmtpExchange {
     return { code: e.responseCode, text: reply.text || message, stage };
   }
   const text = `${message}`.replace(/^Error: /, '');
-  if (e.code === 'ETIMEDOUT' || /timeout|timed out/i.test(message)) return { code: null, text, stage, failure: 'timeout' };
+  if (e.code === 'ETIMEDOUT' || /timeout|timed out/i.test(message)) {
+    const waitingFor = stage === 'connect' ? 'the connection or the greeting' : `the reply to ${stage.toUpperCase()}`;
+    return { code: null, text: `timed out waiting for ${waitingFor} (${text})`, stage, failure: 'timeout' };
+  }
   if (/ECONNREFUSED/.test(message)) return { code: null, text, stage: 'connect', failure: 'refused' };
   if (/EHOSTUNREACH|ENETUNREACH|EADDRNOTAVAIL/.test(message)) return { code: null, text, stage: 'connect', failure: 'unreachable' };
   if (/certificate|self[- ]signed|SSL|TLS/i.test(message)) return { code: null, text, stage: 'starttls', failure: 'tls' };

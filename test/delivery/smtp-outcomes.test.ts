@@ -25,15 +25,17 @@ describe('delivery outcomes against scripted SMTP servers', () => {
     const greet421 = await startSmtpPeer({ connect: () => reply(421, '4.3.2 Too busy, come back later') });
     const drop = await startSmtpPeer({ data: () => 'drop' });
     const stall = await startSmtpPeer({ data: () => 'stall' });
+    const silent = await startSmtpPeer({ connect: () => 'stall' });
     const closed = await startSmtpPeer();
     refusedPort = closed.port;
     await closed.close(); // nothing listens there any more: connection refused
-    peers.push(ok, rcpt550, data550, temp451, greet421, drop, stall);
+    peers.push(ok, rcpt550, data550, temp451, greet421, drop, stall, silent);
     clock = new ManualClock(T0);
     h = await startDeliveryHarness({
       clock,
       config: {
         socketTimeoutMs: 400,
+        greetingTimeoutMs: 400,
         transportMap: [
           ok.transportFor('ok.test'),
           rcpt550.transportFor('rcpt550.test'),
@@ -42,6 +44,7 @@ describe('delivery outcomes against scripted SMTP servers', () => {
           greet421.transportFor('greet421.test'),
           drop.transportFor('drop.test'),
           stall.transportFor('stall.test'),
+          silent.transportFor('silent.test'),
           `refused.test=127.0.0.1:${refusedPort}`,
         ],
       },
@@ -168,6 +171,7 @@ describe('delivery outcomes against scripted SMTP servers', () => {
     ['greet421.test', 'SMTP_421', /Too busy/],
     ['drop.test', 'CONNECTION_LOST', /./],
     ['stall.test', 'TIMEOUT', /./],
+    ['silent.test', 'TIMEOUT', /greeting/i],
     ['refused.test', 'CONNECTION_REFUSED', /ECONNREFUSED/],
   ] as const) {
     it(`${code} (${domain}) defers: status retry, next attempt after the first delay, a retry event`, async () => {
