@@ -94,6 +94,12 @@ describe('webhooks from real deliveries', () => {
     assert.equal(clicked.url, 'https://acme.test/orders/7781?x=1&y=2');
     const tx = await t.call('get_message_transmissions', { api_key: seed.projectKey, arguments: { uid: 'order-7781' } });
     assert.equal(tx.status, 200, JSON.stringify(tx.body));
-    assert.ok(JSON.stringify(tx.body.data).includes('clicked_at'), JSON.stringify(tx.body.data));
+    const mine = (Object.values(tx.body.data) as any[]).flat().find((x) => JSON.stringify(x).includes('ann@mail.test')) ?? tx.body.data;
+    assert.match(JSON.stringify(mine), /"clicked_at":"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"/, JSON.stringify(tx.body.data));
+    // The metrics see the open (a click counts as one) and the click.
+    const metrics = await t.call('get_metrics', { api_key: seed.projectKey });
+    assert.equal(metrics.status, 200, JSON.stringify(metrics.body));
+    assert.equal(metrics.body.data.metrics.hour.opened.current_value, 1);
+    assert.equal(metrics.body.data.metrics.hour.clicked.current_value, 1);
   });
 });
