@@ -189,7 +189,9 @@ export async function findFinishedPostbacks(services: Services, mailboxId: numbe
   const states = await outboundStates(services.store.db, posting.map((e) => e.outbound_id));
   return {
     delivered: posting.filter((e) => states.get(e.outbound_id) === 'delivered'),
-    failed: posting.filter((e) => states.get(e.outbound_id) === 'failed'),
+    // A request no longer there was pruned (a week after delivery, a month after failure) while
+    // the mailbox could not be reached: its outcome is unknown, so the email is left unseen.
+    failed: posting.filter((e) => states.get(e.outbound_id) === 'failed' || !states.has(e.outbound_id)),
   };
 }
 
