@@ -22,6 +22,13 @@ export interface StoreDialect {
   /** Column type of large text (payloads, PEM keys). */
   readonly textType: 'text';
   isUniqueViolation(error: unknown): boolean;
+  /**
+   * Where COMMIT returns before the disk has the transaction (SQLite in WAL mode with
+   * synchronous=NORMAL), makes everything committed so far durable without blocking the event loop
+   * (an fdatasync on libuv's pool). The store answers a grouped unit only after it resolves, and
+   * runs the next group's transaction meanwhile. Absent where COMMIT itself is durable.
+   */
+  syncCommitted?(): Promise<void>;
   /** Cross-process wake-ups (PostgreSQL LISTEN/NOTIFY). Absent where one process owns the file. */
   notify?(channel: string): Promise<void>;
   listen?(channel: string, onNotify: () => void): Promise<() => Promise<void>>;

@@ -59,6 +59,7 @@ export class Store {
     this.flushing = true;
     const group = this.pending.splice(0, MAX_GROUP);
     const settled: Array<() => void> = [];
+    let committed = false;
     try {
       await this.db.transaction().execute(async (trx) => {
         for (const unit of group) {
@@ -74,13 +75,29 @@ export class Store {
           }
         }
       });
-      for (const settle of settled) settle();
+      committed = true;
     } catch (error) {
       for (const unit of group) unit.reject(error);
     } finally {
       this.flushing = false;
       if (this.pending.length > 0) setImmediate(() => void this.flush());
     }
+    if (!committed) return;
+    // Nobody is answered before the group is on disk. Where the dialect syncs off the event loop,
+    // the next group's transaction runs while this fsync is in flight (docs/decisions/0003).
+    if (this.dialect.syncCommitted) {
+      const synced = this.dialect.syncCommitted();
+      this.inflight.add(synced);
+      try {
+        await synced;
+      } catch (error) {
+        for (const unit of group) unit.reject(error);
+        return;
+      } finally {
+        this.inflight.delete(synced);
+      }
+    }
+    for (const settle of settled) settle();
   }
 
   /** Tells workers (in this process, and in others where the dialect can) that work is due. */
