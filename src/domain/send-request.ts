@@ -40,6 +40,8 @@ export interface SendRequest {
   /** as given (arguments first, else top level); validated in acceptMessage */
   recipientOverride: string | null;
   deliver: boolean;
+  /** open/click tracking for this message: true or false, or null to follow the project's setting */
+  tracking: boolean | null;
 }
 
 function callError(message: string): ApiError {
@@ -88,7 +90,8 @@ export function readSendRequest(args: Args, topLevel: { uid: Json | undefined; r
   }
   if (recipientOverride !== null && recipientOverride.trim() === '') recipientOverride = null;
   const deliver = args.bool('deliver', true);
-  return { uid, template: template === '' ? null : template, content, headers, recipients, variables, attachments, recipientOverride, deliver };
+  const tracking = args.has('tracking') ? args.bool('tracking', false) : null;
+  return { uid, template: template === '' ? null : template, content, headers, recipients, variables, attachments, recipientOverride, deliver, tracking };
 }
 
 /** One copy to send: a recipient, a Cc or a Bcc address. */

@@ -13,7 +13,7 @@ import { Args } from '../domain/args.ts';
 import { ApiError } from '../domain/errors.ts';
 import type { MessagePayload } from '../domain/message-payload.ts';
 import { deriveUid, messageIdFor, uniqueIdFor } from '../domain/message-uid.ts';
-import { acceptMessage, deliveryAddress, isNullSink, readSendRequest, type AcceptedMessage } from '../domain/send-request.ts';
+import { acceptMessage, deliveryAddress, isNullSink, readSendRequest, type AcceptedMessage, type SendRequest } from '../domain/send-request.ts';
 import { checkLayoutChain, MAX_LAYOUT_CHAIN, type TemplateLevel } from '../domain/templates.ts';
 import { insertMessage } from '../storage/messages.ts';
 import { findTemplateChain } from '../storage/template-layouts.ts';
@@ -53,7 +53,7 @@ export async function sendMessage(services: Services, caller: ProjectCaller, inp
   const now = services.clock.now();
   // Everything but the inserts is computed before the transaction: on SQLite the transactions of
   // concurrent requests share one commit, and time spent inside delays all of them.
-  const payload = JSON.stringify(buildPayload(accepted, request.variables, request.attachments, messageIdFor(uid, services.config.mailerHost)));
+  const payload = JSON.stringify(buildPayload(accepted, request, messageIdFor(uid, services.config.mailerHost)));
   const rows = transmissionRows(accepted, caller.project.id, request.deliver, now);
   const id = await services.store.write(async (trx) => {
     let messageId: number;
@@ -94,12 +94,7 @@ async function loadTemplateChain(services: Services, projectId: number, slug: st
   return checkLayoutChain(slug, rows);
 }
 
-function buildPayload(
-  accepted: AcceptedMessage,
-  variables: Record<string, string>,
-  attachments: MessagePayload['attachments'],
-  messageId: string,
-): MessagePayload {
+function buildPayload(accepted: AcceptedMessage, request: SendRequest, messageId: string): MessagePayload {
   return {
     v: 1,
     messageId,
@@ -108,9 +103,10 @@ function buildPayload(
     text: accepted.text,
     html: accepted.html,
     headers: accepted.headers,
-    variables,
-    attachments,
+    variables: request.variables,
+    attachments: request.attachments,
     recipientOverride: accepted.recipientOverride,
+    tracking: request.tracking,
   };
 }
 

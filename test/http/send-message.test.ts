@@ -426,6 +426,20 @@ describe('send_message', () => {
     });
   });
 
+  describe('tracking', () => {
+    it('stores the per-message tracking opt-in (true, "false", or absent: the project decides)', async () => {
+      for (const [tracking, expected] of [[true, true], ['false', false], [undefined, null], [null, null]] as const) {
+        const args: Record<string, unknown> = { recipients: 'a@example.com', content: { 'text/html': '<a href="https://example.com/">x</a>' } };
+        if (tracking !== undefined) args.tracking = tracking;
+        const r = await send(args);
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+        const { payload } = await stored(r.body.data.message.id);
+        assert.equal(payload.tracking, expected, `tracking ${String(tracking)}`);
+      }
+      assertError(await send({ recipients: 'a@example.com', content: 'x', tracking: 'sometimes' }), 406, 'call_error', /tracking/);
+    });
+  });
+
   describe('uid', () => {
     it('stores a numeric uid as its text and echoes it with its JSON type', async () => {
       const r = await t.call('send_message', { api_key: seed.projectKey, uid: 987654, arguments: { recipients: 'a@example.com', content: 'x' } });
