@@ -38,6 +38,8 @@ const { values: args } = parseArgs({
     'no-write': { type: 'boolean', default: false },
     /** extra `posthorn serve` options for experiments, e.g. --serve-args="--workers 128" */
     'serve-args': { type: 'string', default: '' },
+    /** extra node options for the service process, e.g. --node-args="--max-semi-space-size=32" */
+    'node-args': { type: 'string', default: '' },
     'pg-url': { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
   },
 });
@@ -49,6 +51,7 @@ const INGEST_SECONDS = Math.max(1, Math.min(120, Number(args['ingest-seconds']))
 const HISTORY_ROWS = Math.max(1000, Math.min(10_000_000, Number(args['history-rows'])));
 const QUEUED = Math.max(1000, Math.min(1_000_000, Number(args.queued)));
 const SERVE_ARGS = args['serve-args']!.split(/\s+/).filter(Boolean);
+const NODE_ARGS = args['node-args']!.split(/\s+/).filter(Boolean);
 const CONNECTIONS = 50;
 const SMTP_SESSIONS = 10;
 const MESSAGE_BYTES = 1024;
@@ -171,7 +174,7 @@ async function measurePostfixRelay(sink: Sink): Promise<PostfixFigures> {
 // 3. Ingest
 
 async function withService<T>(instance: Instance, opts: Parameters<typeof serve>[1], fn: (service: Service) => Promise<T>): Promise<T> {
-  const service = await serve(instance, { ...opts, extraArgs: [...SERVE_ARGS, ...(opts?.extraArgs ?? [])] });
+  const service = await serve(instance, { ...opts, extraArgs: [...SERVE_ARGS, ...(opts?.extraArgs ?? [])], nodeArgs: NODE_ARGS });
   const release = onCleanup('posthorn service', () => service.stop());
   try {
     return await fn(service);
@@ -478,7 +481,7 @@ async function main(): Promise<number> {
     `Messages: one recipient, ~${MESSAGE_BYTES} bytes of body. smtp-source: ${SMTP_SESSIONS} parallel sessions, connections reused (-d), -l ${MESSAGE_BYTES}.`,
     `smtp-sink: \`smtp-sink -c -m 1024 127.0.0.1:PORT 1024\` (announces PIPELINING; its running counter tells when the last message is in).`,
     `Postfix relay (2): a private instance (own config, queue and data directories in a temporary directory), stock settings except: chroot off, local delivery off, relayhost [127.0.0.1]:SINK, no DNS (smtp_dns_support_level = disabled, smtp_host_lookup = native). 2a is smtp-source's time to hand N messages to Postfix (each queued and fsynced by cleanup); 2b is from the first message injected to the last at the sink.`,
-    `Posthorn: \`node bin/posthorn.js serve --port 0 --mailer-host bench.local --transport-map bench.local=127.0.0.1:SINK\`, default settings otherwise (SQLite, WAL, synchronous=FULL, group commit). Load: autocannon, ${CONNECTIONS} keep-alive connections, a distinct uid per request.`,
+    `Posthorn: \`node bin/posthorn.js serve --port 0 --mailer-host bench.local --transport-map bench.local=127.0.0.1:SINK\`, default settings otherwise (SQLite in WAL mode, group commit, every 200 sent only after its commit is on disk: see docs/decisions/0003-performance.md). Load: autocannon, ${CONNECTIONS} keep-alive connections, a distinct uid per request.`,
     `3 runs \`--role api\` (the ingest path alone), ${INGEST_SECONDS} s per run after a 2 s warm-up; p50/p99 are autocannon's per-request latencies. 4 and 5 run \`--role all\`: ${E2E_MESSAGES} messages per run after a warm-up of 2,000; the figure is messages divided by the time from the first request to the last message at the sink.`,
     `6: ${HISTORY_ROWS.toLocaleString('en-US')} transmissions (${HISTORY_PER_MESSAGE} per message, created over 20 days) written with direct SQL, then ${HISTORY_REQUESTS} sequential messages_history requests (per_page 250) per page per run.`,
     `7a: VmHWM of the service process at the end of 4 (Postfix: the peak of the summed PSS, proportional set size, of its master and children, sampled every 100 ms during 2). 7b: ${QUEUED.toLocaleString('en-US')} single-recipient messages queued through the API by a \`--role api\` process, then a \`--role worker\` process drains them to smtp-sink; its VmHWM.`,

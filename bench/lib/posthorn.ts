@@ -72,11 +72,13 @@ export interface ServeOptions {
   extraArgs?: string[];
   /** directory for `node --cpu-prof` output */
   cpuProfDir?: string;
+  /** extra node options (experiments: --max-semi-space-size=32 ...) */
+  nodeArgs?: string[];
 }
 
 /** Starts `posthorn serve` on 127.0.0.1:0 and waits for its "posthorn is running" line. */
 export async function serve(instance: Instance, opts: ServeOptions = {}): Promise<Service> {
-  const nodeArgs = opts.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir] : [];
+  const nodeArgs = [...(opts.nodeArgs ?? []), ...(opts.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir] : [])];
   const args = [
     ...nodeArgs, BIN, 'serve',
     '--data', instance.dataDir,
