@@ -120,7 +120,7 @@ export function formatTable(figures: readonly Figure[]): string {
   return out.join('\n') + (notes.length ? '\n\nNotes:\n' + notes.join('\n') : '');
 }
 
-export function formatMarkdown(figures: readonly Figure[], machine: Machine, command: string, settings: string[]): string {
+export function formatMarkdown(figures: readonly Figure[], machine: Machine, command: string, settings: string[], loadAfter = os.loadavg().map((l) => l.toFixed(2)).join(' ')): string {
   const escape = (s: string) => s.replace(/\|/g, '\\|');
   const rows = figures.map((f) => `| ${cells(f).map(escape).join(' | ')} |`);
   const notes = figures.filter((f) => f.note).map((f) => `- **${f.id}**: ${f.note}`);
@@ -141,7 +141,7 @@ what limits each one and where the time goes: [decisions/0003-performance.md](de
 | Postfix | ${machine.postfix} |
 | PostgreSQL | ${machine.postgres} |
 | Date | ${machine.date} |
-| Load average before the run | ${machine.loadBefore} |
+| Load average (1, 5, 15 min) before / after the run | ${machine.loadBefore} / ${loadAfter} |
 | One durable SQLite commit (WAL, synchronous=FULL, measured) | ${machine.commitMs.toFixed(2)} ms |
 
 Everything ran on this one machine over 127.0.0.1: the load generators (smtp-source, autocannon),
