@@ -19,7 +19,15 @@ import { classifySmtpReply, type OutcomeKind } from '../domain/classify-smtp-rep
 import { decideRetry, parseRetrySchedule, type RetryPolicy } from '../domain/retry-policy.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../operations/context.ts';
-import { claimDueTransmissions, finishTransmission, releaseTransmissions, type ClaimedTransmission, type FinishState } from '../storage/delivery-queue.ts';
+import {
+  claimDueTransmissions,
+  finishTransmission,
+  finishTransmissions,
+  releaseTransmissions,
+  type ClaimedTransmission,
+  type FinishInput,
+  type FinishState,
+} from '../storage/delivery-queue.ts';
 import { recordEvent, type EventType } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
 import { findActiveSuppression, recordBounce } from '../storage/suppressions.ts';
@@ -40,6 +48,15 @@ export interface DeliveryOutcome {
   /** the host talked to, null when none was */
   host: string | null;
   durationMs: number;
+}
+
+/** An outcome waiting to be written (see finishSoon). */
+interface QueuedFinish {
+  finish: FinishInput;
+  /** the writes that go with it in the same transaction (bounce, event), given the new attempt count */
+  alongside: (trx: Tx, attempts: number) => Promise<void>;
+  resolve: (recorded: boolean) => void;
+  reject: (error: unknown) => void;
 }
 
 /** Seams for tests, not configuration. */
@@ -84,7 +101,7 @@ export class DeliveryService implements BackgroundService {
   private unlisten: (() => Promise<void>) | null = null;
   private eventsWakeTimer: NodeJS.Timeout | null = null;
   private readonly stopGraceMs: number;
-  private finishQueue: Array<() => void> = [];
+  private finishQueue: QueuedFinish[] = [];
   private finishTimer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -299,17 +316,17 @@ export class DeliveryService implements BackgroundService {
       }
     }
     const address = context?.payload.recipientOverride ?? t.recipient;
-    const recorded = await this.writeSoon(async (trx) => {
-      const attempts = await finishTransmission(trx, {
-        id: t.id,
-        worker: this.workerId,
-        now,
-        state,
-        resultCode: outcome.resultCode,
-        resultMessage,
-        attempt: { startedAt, durationMs: Math.round(outcome.durationMs), mxHost: outcome.host, outcome: outcome.kind },
-      });
-      if (attempts === null) return false;
+    const finish: FinishInput = {
+      id: t.id,
+      worker: this.workerId,
+      now,
+      state,
+      resultCode: outcome.resultCode,
+      resultMessage,
+      attempt: { startedAt, durationMs: Math.round(outcome.durationMs), mxHost: outcome.host, outcome: outcome.kind },
+    };
+    // What goes with the new state in the same transaction: the bounce and the event.
+    const alongside = async (trx: Tx, attempts: number): Promise<void> => {
       if (outcome.bounce) {
         await recordBounce(trx, { projectId: t.project_id, address, kind: outcome.bounce, message: `${outcome.resultCode} ${outcome.resultMessage}`, now, transmissionId: t.id });
       }
@@ -340,8 +357,8 @@ export class DeliveryService implements BackgroundService {
           now,
         });
       }
-      return true;
-    });
+    };
+    const recorded = await this.finishSoon({ finish, alongside });
     if (!recorded) {
       services.log.warn({ transmission: t.id, outcome: outcome.kind }, 'lease lost before the outcome was recorded; the new holder owns the transmission');
       return;
@@ -350,15 +367,15 @@ export class DeliveryService implements BackgroundService {
   }
 
   /**
-   * store.write, deferred by up to FINISH_BATCH_MS so that the finishes of many deliveries land in
-   * the same event-loop turn and therefore (SQLite group commit) in one transaction and one fsync.
-   * SMTP replies arrive spread over many turns; without this each handful of finishes would pay
-   * its own fsync, and every fsync blocks the event loop. Each unit is still its own store.write
-   * (its own savepoint): one failing finish never takes the others with it.
+   * Queues a finish. Finishes wait up to FINISH_BATCH_MS (or until half the slots wait) and are
+   * then written together: ONE store.write whose guarded UPDATEs, one multi-row attempts INSERT,
+   * bounces and events cover the whole batch, so a batch costs one commit (one fsync, which blocks
+   * the event loop on SQLite) and no per-finish savepoints. If the batch fails as a whole, each
+   * finish is retried in its own store.write, so one bad finish never takes the others with it.
    */
-  private writeSoon<T>(fn: (trx: Tx) => Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.finishQueue.push(() => this.services.store.write(fn).then(resolve, reject));
+  private finishSoon(item: Omit<QueuedFinish, 'resolve' | 'reject'>): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      this.finishQueue.push({ ...item, resolve, reject });
       // Waiting outcomes hold their slots: flush early once half the slots wait, so a small
       // --workers never idles on the timer.
       const limit = Math.max(1, Math.min(FINISH_BATCH_MAX, Math.floor(this.services.config.workers / 2)));
@@ -370,11 +387,46 @@ export class DeliveryService implements BackgroundService {
   private flushFinishes(): void {
     if (this.finishTimer) clearTimeout(this.finishTimer);
     this.finishTimer = null;
-    const queued = this.finishQueue;
+    const batch = this.finishQueue;
     this.finishQueue = [];
-    for (const start of queued) start();
+    if (batch.length > 0) void this.writeFinishes(batch);
     // Refill the slots these deliveries freed in the same turn: the claim joins this group commit.
     if (this.moreDue && !this.stopping) void this.fill(1);
+  }
+
+  private async writeFinishes(batch: QueuedFinish[]): Promise<void> {
+    const { store } = this.services;
+    let results: boolean[];
+    try {
+      results = await store.write(async (trx) => {
+        const attempts = await finishTransmissions(trx, batch.map((b) => b.finish));
+        for (let i = 0; i < batch.length; i++) {
+          const n = attempts[i];
+          if (n !== null) await batch[i].alongside(trx, n);
+        }
+        return attempts.map((n) => n !== null);
+      });
+    } catch (error) {
+      if (batch.length === 1 || this.stopping) {
+        for (const b of batch) b.reject(error);
+        return;
+      }
+      this.services.log.warn({ err: error, finishes: batch.length }, 'a batch of finishes failed; writing them one by one');
+      await Promise.all(
+        batch.map((b) =>
+          store
+            .write(async (trx) => {
+              const n = await finishTransmission(trx, b.finish);
+              if (n === null) return false;
+              await b.alongside(trx, n);
+              return true;
+            })
+            .then(b.resolve, b.reject),
+        ),
+      );
+      return;
+    }
+    batch.forEach((b, i) => b.resolve(results[i]));
   }
 
   private wakeEvents(): void {

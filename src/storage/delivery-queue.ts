@@ -71,7 +71,7 @@ export interface FinishInput {
   state: FinishState;
   resultCode: string;
   resultMessage: string;
-  /** the attempt row; null when no attempt was made (never the case today: kept explicit) */
+  /** the attempt row */
   attempt: {
     startedAt: number;
     durationMs: number;
@@ -85,6 +85,14 @@ export interface FinishInput {
  * row. Returns the new attempt count, or null when the lease was lost (nothing written).
  */
 export async function finishTransmission(trx: Tx, input: FinishInput): Promise<number | null> {
+  const attempts = await updateUnderLease(trx, input);
+  if (attempts === null) return null;
+  await trx.insertInto('attempts').values(attemptRow(input)).execute();
+  return attempts;
+}
+
+/** The transmission's new state, only while `input.worker` holds the lease: the new attempt count, or null. */
+async function updateUnderLease(trx: Tx, input: FinishInput): Promise<number | null> {
   const { state } = input;
   const result = await trx
     .updateTable('transmissions')
@@ -104,21 +112,42 @@ export async function finishTransmission(trx: Tx, input: FinishInput): Promise<n
     .where('locked_by', '=', input.worker)
     .returning('attempts')
     .executeTakeFirst();
-  if (!result) return null;
-  await trx
-    .insertInto('attempts')
-    .values({
-      transmission_id: input.id,
-      started_at: input.attempt.startedAt,
-      duration_ms: input.attempt.durationMs,
-      mx_host: input.attempt.mxHost,
-      outcome: input.attempt.outcome,
-      result_code: input.resultCode,
-      result_message: input.resultMessage,
-      worker: input.worker,
-    })
-    .execute();
-  return result.attempts;
+  return result ? result.attempts : null;
+}
+
+function attemptRow(input: FinishInput) {
+  return {
+    transmission_id: input.id,
+    started_at: input.attempt.startedAt,
+    duration_ms: input.attempt.durationMs,
+    mx_host: input.attempt.mxHost,
+    outcome: input.attempt.outcome,
+    result_code: input.resultCode,
+    result_message: input.resultMessage,
+    worker: input.worker,
+  };
+}
+
+/** Attempt rows per INSERT: 9 parameters each stays far below SQLite's and PostgreSQL's limits. */
+const ATTEMPT_ROWS_PER_INSERT = 200;
+
+/**
+ * finishTransmission for many transmissions in one transaction: each row's state under its own
+ * lease guard, then the attempt rows of those still held in multi-row INSERTs. Returns, in input
+ * order, each one's new attempt count, or null where the lease was lost.
+ */
+export async function finishTransmissions(trx: Tx, inputs: readonly FinishInput[]): Promise<Array<number | null>> {
+  const results: Array<number | null> = [];
+  const held: FinishInput[] = [];
+  for (const input of inputs) {
+    const attempts = await updateUnderLease(trx, input);
+    results.push(attempts);
+    if (attempts !== null) held.push(input);
+  }
+  for (let i = 0; i < held.length; i += ATTEMPT_ROWS_PER_INSERT) {
+    await trx.insertInto('attempts').values(held.slice(i, i + ATTEMPT_ROWS_PER_INSERT).map(attemptRow)).execute();
+  }
+  return results;
 }
 
 /**

@@ -6,7 +6,7 @@ import pino from 'pino';
 import { Writable } from 'node:stream';
 import { DeliveryService } from '../../src/delivery/delivery-service.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
-import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
+import { reply, startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 import { simpleMessage, startDeliveryHarness } from './harness.ts';
 
 async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
@@ -108,5 +108,27 @@ describe('the delivery service in a running app', () => {
     assert.ok(lines.some((l) => l.msg === 'delivery defect' && l.transmission === broken.id));
     assert.ok(!JSON.stringify(lines).includes('{not json'), 'payloads are not logged');
     void db;
+  });
+
+  it('one finish that cannot be written does not stop the others of its batch', async () => {
+    const peer = await startSmtpPeer({ rcpt: (to) => (to.startsWith('gone') ? reply(550, '5.1.1 user unknown') : null) });
+    cleanup.push(() => peer.close());
+    const h = await startDeliveryHarness({ config: { transportMap: [peer.transportFor('*')] } });
+    cleanup.push(() => h.close());
+    await h.send(simpleMessage(['fine1@example.test', 'fine2@example.test']));
+    const good = await h.transmission('fine1@example.test');
+    // A transmission whose project does not exist: its hard bounce cannot be recorded (the
+    // suppression row's foreign key fails), so its whole finish fails.
+    await h.t.app.services.store.write(async (trx) => {
+      const { id: _id, ...row } = good;
+      await trx.insertInto('transmissions').values({ ...row, project_id: 999_999, recipient: 'gone@example.test' }).execute();
+    });
+    assert.equal(await h.worker.runOnce(), 3);
+    assert.equal((await h.transmission('fine1@example.test')).status, 'completed');
+    assert.equal((await h.transmission('fine2@example.test')).status, 'completed');
+    const bad = await h.transmission('gone@example.test');
+    assert.equal(bad.status, 'queued', 'nothing written for it: the lease still holds it');
+    assert.equal(bad.locked_by, h.worker.workerId);
+    assert.equal((await h.attempts(bad.id)).length, 0);
   });
 });
