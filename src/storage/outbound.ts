@@ -67,6 +67,8 @@ export interface OutboundFinish {
   nextAttemptAt: number;
   statusCode: number | null;
   error: string | null;
+  /** where the attempt went (the endpoint's or mailbox's current URL) */
+  url: string;
 }
 
 /** Records the outcome under the lease; false when the lease was lost (another worker has it). */
@@ -80,6 +82,7 @@ export async function finishOutbound(db: Tx, f: OutboundFinish): Promise<boolean
       locked_until: null,
       last_status_code: f.statusCode,
       last_error: f.error,
+      url: f.url,
       updated_at: f.now,
       // A delivered postback's body is the raw email, still on the IMAP server: not kept twice.
       ...(f.state === 'delivered' ? { delivered_at: f.now, body: sql<string>`case when kind = 'postback' then '' else body end` } : {}),

@@ -149,8 +149,13 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
       // One read for the endpoints of the whole batch (signing needs each one's current secret).
       const hookIds = [...new Set(claimed.map((r) => r.webhook_id).filter((id): id is number => id !== null))];
       const hooks = new Map((await findWebhooksByIds(store.db, hookIds)).map((h) => [Number(h.id), h]));
+      const postbackUrls = await findPostbackUrls(store.db, claimed);
       for (const request of claimed) {
-        const job: Promise<void> = deliver(request, request.webhook_id === null ? undefined : hooks.get(request.webhook_id))
+        const hook = request.webhook_id === null ? undefined : hooks.get(request.webhook_id);
+        // Requests go where their endpoint (or mailbox) points now: fixing a wrong URL also fixes
+        // the retries of what was already queued for it.
+        const url = hook ? hook.url : (postbackUrls.get(`${request.account_id}:${request.ref}`) ?? request.url);
+        const job: Promise<void> = deliver({ ...request, url }, hook)
           .catch((error) => log.error({ err: error, request: request.id }, 'outbound request failed unexpectedly'))
           .finally(() => {
             inFlight.delete(job);
@@ -216,7 +221,7 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
     }
     const kept = await recordFinish({
       attempt: { request_id: request.id, started_at: startedAt, duration_ms: outcome.durationMs, status_code: outcome.statusCode, error: outcome.error, worker },
-      finish: { id: request.id, worker, now, state, nextAttemptAt, statusCode: outcome.statusCode, error: outcome.error },
+      finish: { id: request.id, worker, now, state, nextAttemptAt, statusCode: outcome.statusCode, error: outcome.error, url: request.url },
       // A failing destination is backed off as a whole: its other due requests (not yet tried
       // this round) wait for the same moment instead of each spending a slot on a likely failure,
       // so one dead endpoint cannot starve the others. They are not charged an attempt.
@@ -304,6 +309,21 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
       }
     },
   };
+}
+
+/** Current postback URLs of the mailboxes the claimed postbacks came from (ref "mailbox:<uid>"). */
+async function findPostbackUrls(db: Services['store']['db'], requests: OutboundRequest[]): Promise<Map<string, string>> {
+  const wanted = requests.filter((r) => r.kind === 'postback' && r.ref?.startsWith('mailbox:'));
+  const out = new Map<string, string>();
+  if (wanted.length === 0) return out;
+  const rows = await db
+    .selectFrom('mailboxes')
+    .select(['account_id', 'uid', 'postback_url'])
+    .where('account_id', 'in', [...new Set(wanted.map((r) => r.account_id))])
+    .where('uid', 'in', [...new Set(wanted.map((r) => r.ref!.slice('mailbox:'.length)))])
+    .execute();
+  for (const row of rows) out.set(`${Number(row.account_id)}:mailbox:${row.uid}`, row.postback_url);
+  return out;
 }
 
 function endpointWants(hook: Webhook, event: ClaimedEvent): boolean {

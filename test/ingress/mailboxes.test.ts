@@ -164,10 +164,15 @@ describe('inbound mailboxes over IMAP', { skip: dovecotAvailable() ? false : 'do
     assert.equal(pending.body.data.deliveries[0].mailbox_uid, 'inbox-1');
     assert.equal(pending.body.data.deliveries[0].kind, 'postback');
 
+    // The application moved: the retry goes to the mailbox's new postback_url.
+    secrets.set('/inbound-1-moved', secrets.get('/inbound-1')!);
+    const moved = await t.call('update_mailbox', { api_key: seed.accountKey, arguments: { uid: 'inbox-1', postback_url: sink.url + '/inbound-1-moved' } });
+    assert.equal(moved.status, 200, JSON.stringify(moved.body));
     failing = false;
     clock.advance(61_000);
     await dispatcher().drain();
     assert.equal(sink.requests.length, before + 2);
+    assert.equal(sink.requests[before + 1].path, '/inbound-1-moved');
     assert.equal(sink.requests[before + 1].body, sink.requests[before].body, 'the same email again');
     await until('flagged after the retry', async () => (await dovecot.flags(user)).get(uid)?.has('\\Seen'));
 
@@ -175,6 +180,7 @@ describe('inbound mailboxes over IMAP', { skip: dovecotAvailable() ? false : 'do
     assert.equal(rotated.status, 200, JSON.stringify(rotated.body));
     const newSecret = rotated.body.data.mailbox.postback_secret;
     secrets.set('/inbound-1', newSecret);
+    secrets.set('/inbound-1-moved', newSecret);
     const next = await dovecot.append(user, email('After rotation'));
     await sink.waitFor(before + 3);
     assert.ok(verifyPostageAppSignature(newSecret, sink.requests[before + 2]).ok);

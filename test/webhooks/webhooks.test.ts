@@ -207,12 +207,16 @@ describe('delivery webhooks', () => {
     // every attempt carried the same event id
     assert.equal(new Set(sink.requests.map((r) => r.headers['x-posthorn-event-id'])).size, 1);
 
-    sink.answer(() => 204);
+    // The receiver moved: fixing the endpoint's URL and requeueing sends the event there.
+    sink.answer((req) => (req.path === '/retry-fixed' ? 204 : 503));
+    await t.call('update_webhook', { api_key: s.accountKey, arguments: { uid, url: sink.url + '/retry-fixed' } });
     const retried = await t.call('retry_webhook_deliveries', { api_key: s.accountKey, arguments: { ids: [failed.id] } });
     assert.equal(retried.body.data.requeued, 1);
     await d.drain();
     const after = await t.call('list_webhook_deliveries', { api_key: s.accountKey, arguments: { webhook_uid: uid } });
     assert.equal(after.body.data.deliveries[0].status, 'delivered');
+    assert.equal(after.body.data.deliveries[0].url, sink.url + '/retry-fixed');
+    assert.equal(sink.requests[sink.requests.length - 1].path, '/retry-fixed');
   });
 
   it('backs off a failing endpoint as a whole, so it cannot hold every slot while others wait', async () => {
