@@ -1,0 +1,96 @@
+// A worker killed (SIGKILL) while its postbacks are in flight loses no email: after a restart the
+// postbacks are sent again (their leases expired), the emails are flagged \Seen once a 2xx came,
+// and no email is skipped.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import pino from 'pino';
+import { startApp } from '../../src/app.ts';
+import { ManualClock } from '../../src/domain/clock.ts';
+import type { MailboxWatcher } from '../../src/ingress/watcher.ts';
+import type { OutboundDispatcher } from '../../src/webhooks/dispatcher.ts';
+import { startTestApp } from '../helpers/app.ts';
+import { dovecotAvailable, startDovecot } from '../helpers/dovecot.ts';
+import { startHttpSink, verifyPostageAppSignature } from '../helpers/http-sink.ts';
+
+const user = { name: 'crash', password: 'crash-pass-5' };
+
+describe('inbound mailboxes survive a crash', { skip: dovecotAvailable() ? false : 'dovecot-imapd is not installed' }, () => {
+  it('SIGKILL with postbacks in flight, restart: every email posted and flagged \\Seen', async () => {
+    const dovecot = await startDovecot({ users: [user] });
+    const sink = await startHttpSink();
+    // API only; the child process watches the mailbox.
+    const t = await startTestApp({ background: false, config: { allowPrivateWebhooks: true } });
+    try {
+      const seed = await t.seed();
+      const uids: number[] = [];
+      for (let i = 0; i < 6; i++) uids.push(await dovecot.append(user, `From: a@example.com\r\nSubject: Crash ${i}\r\nMessage-ID: <crash${i}@example.com>\r\n\r\nbody ${i}\r\n`));
+      const created = await t.call('create_mailbox', {
+        api_key: seed.accountKey,
+        arguments: { uid: 'crashbox', host: '127.0.0.1', port: dovecot.port, username: user.name, password: user.password, tls: false, postback_url: sink.url + '/in' },
+      });
+      assert.equal(created.status, 200);
+      const secret = created.body.data.mailbox.postback_secret as string;
+      // The receiver takes the postbacks and never answers while the child runs.
+      sink.answer(() => ({ status: 200, stall: true }));
+
+      const config = t.app.services.config;
+      const child = spawn(process.execPath, [path.resolve('bin/posthorn.js'), 'serve', '--role', 'worker'], {
+        env: {
+          ...process.env,
+          POSTHORN_DATA: config.data,
+          ...(config.databaseUrl ? { DATABASE_URL: config.databaseUrl } : {}),
+          POSTHORN_SECRET_KEY: config.secretKey ?? '',
+          POSTHORN_ALLOW_PRIVATE_WEBHOOKS: 'true',
+          POSTHORN_DNS_SERVERS: '127.0.0.1:9',
+          POSTHORN_POLL_MS: '100',
+          POSTHORN_WORKERS: '0',
+          LOG_LEVEL: 'silent',
+        },
+        stdio: 'ignore',
+      });
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      try {
+        await sink.waitFor(6, 20_000);
+      } finally {
+        child.kill('SIGKILL');
+        await exited;
+      }
+      const flags = await dovecot.flags(user);
+      assert.ok(uids.every((u) => !flags.get(u)?.has('\\Seen')), 'nothing is seen before a 2xx');
+
+      // Restart past the dead process's leases (outbound requests and the mailbox).
+      sink.answer(() => 200);
+      const clock = new ManualClock(Date.now() + 3600_000);
+      const restarted = await startApp({ ...config, port: 0 }, { clock, log: pino({ level: 'silent' }) });
+      try {
+        const dispatcher = restarted.background.find((s) => s.name === 'webhooks') as OutboundDispatcher;
+        const watcher = restarted.background.find((s) => s.name === 'mailboxes') as MailboxWatcher;
+        await dispatcher.drain();
+        const deadline = Date.now() + 15_000;
+        for (;;) {
+          await watcher.syncNow();
+          const now = await dovecot.flags(user);
+          if (uids.every((u) => now.get(u)?.has('\\Seen'))) break;
+          assert.ok(Date.now() < deadline, 'every email flagged \\Seen after the restart');
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      } finally {
+        await restarted.close();
+      }
+      const subjects = new Set<string>();
+      for (const req of sink.requests) {
+        const check = verifyPostageAppSignature(secret, req);
+        assert.ok(check.ok);
+        subjects.add(/Subject: (.*)\r\n/.exec(check.message!)![1]);
+      }
+      assert.equal(subjects.size, 6, 'every email reached the application');
+      process.stdout.write(`# ingress crash test: ${sink.requests.length} postbacks for 6 emails\n`);
+    } finally {
+      await t.close();
+      await sink.close();
+      await dovecot.stop();
+    }
+  });
+});
