@@ -21,6 +21,7 @@ import {
 import type { Account, Mailbox } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
 import type { Services } from './context.ts';
+import { checkOutboundUrl } from './outbound-url.ts';
 
 export const MAILBOX_LIMITS = Object.freeze({
   /** per account: list_mailboxes is unpaged and the watcher polls each one */
@@ -79,7 +80,7 @@ export function normalizeMailboxHost(value: string): string {
   return name.toLowerCase();
 }
 
-/** An absolute http or https URL. Which destinations are allowed (SSRF policy) is the watcher's check. */
+/** An absolute http or https URL (syntax and length); which destinations are allowed is checkPostbackUrl's. */
 export function normalizePostbackUrl(value: string): string {
   const text = value.trim();
   checkLength('postback_url', text, MAILBOX_LIMITS.postbackUrlChars);
@@ -124,6 +125,11 @@ function mailboxColumns(services: Services, input: MailboxChanges): Omit<Mailbox
   return out;
 }
 
+/** The postback destination's address policy, checked when saved (the dispatcher checks again at each post). */
+async function checkPostbackUrl(services: Services, url: string | undefined): Promise<void> {
+  if (url !== undefined) await checkOutboundUrl(services, url, { field: 'postback_url', label: 'Postback URL' });
+}
+
 function duplicateUid(uid: string): ApiError {
   return new ApiError('bad_request', `Uid ${uid} already exists.`);
 }
@@ -132,6 +138,7 @@ export async function createMailbox(services: Services, account: Account, input:
   const uid = input.uid !== undefined && input.uid !== '' ? input.uid : randomUUID();
   checkLength('uid', uid, MAILBOX_LIMITS.uidChars);
   const columns = mailboxColumns(services, input);
+  await checkPostbackUrl(services, columns.postback_url);
   const postbackSecret = randomToken(POSTBACK_SECRET_CHARS);
   const now = services.clock.now();
   try {
@@ -194,6 +201,7 @@ export async function getMailbox(services: Services, account: Account, uid: stri
  */
 export async function updateMailbox(services: Services, account: Account, uid: string, changes: MailboxChanges): Promise<Mailbox> {
   const columns = mailboxColumns(services, changes);
+  await checkPostbackUrl(services, columns.postback_url);
   const now = services.clock.now();
   const reconnect = ['host', 'port', 'username', 'password', 'tls'].some((k) => k in columns);
   const mailbox = await services.store.write(async (trx) => {

@@ -13,8 +13,10 @@ import type { Account } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
 import { deleteWebhook as deleteWebhookRow, findWebhookByUid, insertWebhook, listWebhooks as listWebhookRows, updateWebhook as updateWebhookRow } from '../storage/webhooks.ts';
 import { generateWebhookSecret } from '../webhooks/sign.ts';
-import { parseOutboundUrl, resolveOutboundAddress } from '../webhooks/url-policy.ts';
 import type { Services } from './context.ts';
+import { checkOutboundUrl } from './outbound-url.ts';
+
+const WEBHOOK_URL = { field: 'url', label: 'Webhook URL' };
 
 export const WEBHOOK_EVENTS = ['delivered', 'failed', 'bounced', 'retry', 'opened', 'clicked'] as const;
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
@@ -47,18 +49,6 @@ function invalid(field: string, why: string): ApiError {
   return new ApiError('call_error', `Request could not be processed: argument "${field}" ${why}.`);
 }
 
-/** Syntax and SSRF policy: refuses URLs whose host resolves to a non-public address. */
-export async function checkWebhookUrl(services: Services, raw: string): Promise<string> {
-  const parsed = parseOutboundUrl(raw.trim());
-  if (!parsed.ok) throw invalid('url', parsed.reason);
-  const checked = await resolveOutboundAddress(parsed.url, {
-    allowPrivate: services.config.allowPrivateWebhooks,
-    dnsServers: services.config.dnsServers,
-  });
-  if (!checked.ok) throw new ApiError('bad_request', `Webhook URL refused: ${checked.reason}. Posthorn only posts to public addresses.`);
-  return parsed.url.href;
-}
-
 async function projectIdOf(trx: Tx, account: Account, projectUid: string): Promise<number> {
   const project = await findProjectByUid(trx, account.id, projectUid);
   if (!project) throw new ApiError('not_found', `Project ${projectUid} not found.`);
@@ -80,7 +70,7 @@ async function requireWebhook(db: Tx, account: Account, uid: string): Promise<We
 export async function createWebhook(services: Services, account: Account, input: WebhookInput): Promise<WebhookView & { secret: string }> {
   const uid = input.uid !== undefined && input.uid !== '' ? input.uid : randomUUID();
   if (uid.length > WEBHOOK_LIMITS.uidChars) throw invalid('uid', `must be at most ${WEBHOOK_LIMITS.uidChars} characters long`);
-  const url = await checkWebhookUrl(services, input.url);
+  const url = await checkOutboundUrl(services, input.url, WEBHOOK_URL);
   const secret = generateWebhookSecret();
   const now = services.clock.now();
   try {
@@ -122,7 +112,7 @@ export async function listWebhooks(services: Services, account: Account): Promis
 }
 
 export async function updateWebhook(services: Services, account: Account, uid: string, changes: WebhookChanges): Promise<WebhookView> {
-  const url = changes.url === undefined ? undefined : await checkWebhookUrl(services, changes.url);
+  const url = changes.url === undefined ? undefined : await checkOutboundUrl(services, changes.url, WEBHOOK_URL);
   const now = services.clock.now();
   const webhook = await services.store.write(async (trx) => {
     const current = await requireWebhook(trx, account, uid);

@@ -9,12 +9,14 @@ import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { startTestApp, type ApiReply, type Seed, type TestApp } from '../helpers/app.ts';
+import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.ts';
 
 const VERSIONS = ['1.0', '1.1'] as const;
 
 describe('mailbox methods', () => {
   let t: TestApp;
   let seed: Seed;
+  let dns: TestDnsServer;
   const clock = new ManualClock(Date.UTC(2026, 4, 1, 12, 0, 0));
   const logLines: string[] = [];
   const replies: string[] = [];
@@ -36,10 +38,20 @@ describe('mailbox methods', () => {
       },
     });
     // API only: the IMAP watcher (ingress/) would otherwise try these made-up servers and update the rows.
-    t = await startTestApp({ clock, background: false, log: pino({ level: 'trace' }, sink) });
+    // Postback URLs are checked against the address policy when saved: their hosts resolve through
+    // this loopback DNS server (public addresses as data; nothing is ever sent to them).
+    dns = await startDnsServer({
+      'app.example.com': { a: ['93.184.215.14'] },
+      'app.example.org': { a: ['93.184.215.15'] },
+      'intranet.example.com': { a: ['10.1.2.3'] },
+    });
+    t = await startTestApp({ clock, background: false, log: pino({ level: 'trace' }, sink), config: { dnsServers: [dns.address] } });
     seed = await t.seed('mail');
   });
-  after(() => t.close());
+  after(async () => {
+    await t.close();
+    await dns.close();
+  });
 
   async function call(method: string, args: unknown, version: '1.0' | '1.1' = '1.1', key = seed.accountKey): Promise<ApiReply> {
     const r = await t.call(method, { api_key: key, arguments: args }, { version });
@@ -176,6 +188,20 @@ describe('mailbox methods', () => {
     const r = await call('create_mailbox', { host: 'bad host', port: 'x', username: 'u', postback_url: 'ftp://x' });
     assert.equal(r.status, 400);
     assert.match(r.body.response.message, /"password"/);
+  });
+
+  it('refuses a postback URL whose host is private, loopback or unresolvable (400), on create and update', async () => {
+    for (const postback_url of ['http://127.0.0.1:3000/inbound', 'http://[::1]/in', 'https://intranet.example.com/in', 'https://nowhere.example.net/in']) {
+      const r = await call('create_mailbox', { ...base(), postback_url });
+      assert.equal(r.status, 400, `${postback_url}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.response.status, 'bad_request');
+      assert.match(r.body.response.message, /Postback URL refused/);
+    }
+    const created = await call('create_mailbox', base());
+    assert.equal(created.status, 200);
+    const moved = await call('update_mailbox', { uid: created.body.data.mailbox.uid, postback_url: 'http://10.0.0.5/in' });
+    assert.equal(moved.status, 400);
+    assert.match(moved.body.response.message, /non-public address \(10\.0\.0\.5\)/);
   });
 
   it('accepts host names, IPv4 and IPv6 addresses', async () => {
