@@ -389,7 +389,14 @@ export class DeliveryService implements BackgroundService {
     this.finishTimer = null;
     const batch = this.finishQueue;
     this.finishQueue = [];
-    if (batch.length > 0) void this.writeFinishes(batch);
+    if (batch.length > 0) {
+      // One transaction where writes are group-committed (SQLite: one fsync for the batch). Where
+      // each write commits on its own pooled connection (PostgreSQL, which groups fsyncs itself),
+      // one transaction per finish keeps the pool's connections working in parallel: measured
+      // faster there than one long transaction per batch or per pool connection.
+      const size = this.services.store.dialect.groupCommit ? batch.length : 1;
+      for (let i = 0; i < batch.length; i += size) void this.writeFinishes(batch.slice(i, i + size));
+    }
     // Refill the slots these deliveries freed in the same turn: the claim joins this group commit.
     if (this.moreDue && !this.stopping) void this.fill(1);
   }
