@@ -3,11 +3,12 @@
 //
 //   load message -> suppressed? -> route (relay | transport map | MX) -> compose -> SMTP -> record
 //
-// Concurrency: at most config.workers transmissions in flight. Claims are batched (a claim waits
-// until a quarter of the slots are free, unless nothing is in flight) so that one claim statement
-// feeds many deliveries; finishes are one store.write each, which SQLite's group commit folds into
-// one transaction per event-loop turn. The worker wakes on store.wake('transmissions') (new mail),
-// and polls every config.pollMs for retries coming due and leases expiring.
+// Concurrency: at most config.workers transmissions between claim and recorded outcome. Claims
+// are batched (one statement feeds many deliveries). Outcomes wait up to FINISH_BATCH_MS and are
+// written together (finishSoon), and the claim that refills the freed slots joins the same
+// commit: on SQLite one fsync covers a whole batch of finishes and the next claim. The worker wakes
+// on store.wake('transmissions') (new mail) and polls every config.pollMs for retries coming due
+// and leases expiring.
 //
 // Every send may happen twice (a lease can expire under a slow send, a process can die after the
 // 250 and before the finish): the Message-ID is fixed at acceptance so receivers can de-duplicate.
@@ -71,7 +72,7 @@ export interface DeliveryOptions {
 const MAX_CLAIM = 500;
 /** How long stop() waits for deliveries in flight before giving their rows back. */
 const STOP_GRACE_MS = 10_000;
-/** Finishes wait at most this long to share a commit with others (see writeSoon). */
+/** Finishes wait at most this long to share a commit with others (see finishSoon). */
 const FINISH_BATCH_MS = 10;
 const FINISH_BATCH_MAX = 256;
 /** Webhook wake-ups are coalesced to at most one per this interval. */
