@@ -136,7 +136,7 @@ describe('a SIGKILL in the middle of a load loses nothing', () => {
       const byStatus = Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
       console.log(
         `# crash test: accepted ${accepted.size}/${TOTAL}, sends started before the kill ${resumeAt}, delivered at kill ${atKill}, received ${sink.received.length}, ` +
-          `distinct ${received.size}, duplicates ${duplicates} (bound: ${WORKERS} in flight), statuses ${JSON.stringify(byStatus)}`,
+          `distinct ${received.size}, duplicates ${duplicates} (bound: ${databaseUrl ? Math.floor(WORKERS * 1.5) : WORKERS} in flight), statuses ${JSON.stringify(byStatus)}`,
       );
       assert.equal(byStatus.queued ?? 0, 0);
       assert.equal(byStatus.retry ?? 0, 0);
@@ -145,6 +145,9 @@ describe('a SIGKILL in the middle of a load loses nothing', () => {
     } finally {
       await store.close();
     }
-    assert.ok(duplicates <= WORKERS, `duplicates ${duplicates} exceed the messages in flight (${WORKERS})`);
+    // docs/delivery.md: at most --workers sent-but-unrecorded on SQLite; on PostgreSQL a batch's
+    // finishes commit in parallel with the next claim, up to half as many again.
+    const bound = databaseUrl ? Math.floor(WORKERS * 1.5) : WORKERS;
+    assert.ok(duplicates <= bound, `duplicates ${duplicates} exceed the messages in flight (${bound})`);
   });
 });
