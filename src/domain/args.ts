@@ -3,14 +3,24 @@
 // (clients send nulls freely). Where a number or boolean is expected, a string that spells one is
 // accepted (the Ruby gem's CLI sends every argument as a string); a string where an object or array
 // is expected, or the reverse, stays a call_error.
-import { ApiError } from './errors.ts';
+import { ApiError, callError } from './errors.ts';
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
 
-function wrongType(field: string, expected: string, value: unknown): ApiError {
-  const got = Array.isArray(value) ? 'an array' : value === null ? 'null' : `a ${typeof value}`;
-  return new ApiError('call_error', `Request could not be processed: argument "${field}" must be ${expected}, got ${got}.`);
+/** How a wrong value is named in an error: "an array", "null", else "a <typeof>" (so "a object", as answered so far). */
+export function describeJsonType(value: unknown): string {
+  return Array.isArray(value) ? 'an array' : value === null ? 'null' : `a ${typeof value}`;
+}
+
+/** 406 call_error naming the argument: `why` completes the sentence ("must be at most 200 characters long"). */
+export function invalidArgument(field: string, why: string): ApiError {
+  return callError(`argument "${field}" ${why}`);
+}
+
+/** 406 call_error: the argument holds a value of the wrong JSON type. */
+export function wrongType(field: string, expected: string, value: unknown): ApiError {
+  return invalidArgument(field, `must be ${expected}, got ${describeJsonType(value)}`);
 }
 
 function missing(field: string): ApiError {
@@ -77,10 +87,7 @@ export class Args {
     else throw wrongType(this.name(field), 'a whole number', v);
     if (!Number.isSafeInteger(n)) throw wrongType(this.name(field), 'a whole number', v);
     if ((opts.min !== undefined && n < opts.min) || (opts.max !== undefined && n > opts.max)) {
-      throw new ApiError(
-        'call_error',
-        `Request could not be processed: argument "${this.name(field)}" must be between ${opts.min ?? '-∞'} and ${opts.max ?? '∞'}, got ${n}.`,
-      );
+      throw invalidArgument(this.name(field), `must be between ${opts.min ?? '-∞'} and ${opts.max ?? '∞'}, got ${n}`);
     }
     return n;
   }
@@ -116,13 +123,13 @@ export class Args {
     const v = this.string(field);
     if (v === undefined) return undefined;
     if (!(allowed as readonly string[]).includes(v)) {
-      throw new ApiError('call_error', `Request could not be processed: argument "${this.name(field)}" must be one of ${allowed.join(', ')}.`);
+      throw invalidArgument(this.name(field), `must be one of ${allowed.join(', ')}`);
     }
     return v as T;
   }
 
   /** Throws call_error for the named field: for validations the accessors above cannot express. */
   invalid(field: string, why: string): ApiError {
-    return new ApiError('call_error', `Request could not be processed: argument "${this.name(field)}" ${why}.`);
+    return invalidArgument(this.name(field), why);
   }
 }

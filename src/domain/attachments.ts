@@ -5,8 +5,8 @@
 // attachment are ignored. content_type may carry parameters ("text/plain; charset=utf-8"); when
 // absent it is application/octet-stream. Every failure is 406 call_error naming the file.
 import type { Json } from './args.ts';
-import { isPlainObject } from './args.ts';
-import { ApiError } from './errors.ts';
+import { isPlainObject, wrongType } from './args.ts';
+import { callError, type ApiError } from './errors.ts';
 import type { PayloadAttachment } from './message-payload.ts';
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
@@ -15,7 +15,7 @@ const WHITESPACE = /[\s]+/g;
 const CONTENT_TYPE = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+(\s*;[^\r\n]*)?$/;
 
 function fileError(filename: string, why: string): ApiError {
-  return new ApiError('call_error', `Request could not be processed: attachment ${JSON.stringify(filename)} ${why}.`);
+  return callError(`attachment ${JSON.stringify(filename)} ${why}`);
 }
 
 /** Normalises base64 (whitespace removed, padding restored); null when it is not base64. */
@@ -33,7 +33,7 @@ export function normalizeBase64(text: string): string | null {
 export function parseAttachments(value: Json | undefined, field = 'arguments.attachments'): PayloadAttachment[] {
   if (value === undefined || value === null) return [];
   if (!isPlainObject(value)) {
-    throw new ApiError('call_error', `Request could not be processed: argument "${field}" must be an object keyed by file name, got ${Array.isArray(value) ? 'an array' : `a ${typeof value}`}.`);
+    throw wrongType(field, 'an object keyed by file name', value);
   }
   const out: PayloadAttachment[] = [];
   for (const [filename, spec] of Object.entries(value)) {

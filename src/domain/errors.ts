@@ -32,14 +32,10 @@ export class ApiError extends Error {
   }
 }
 
-/** Shorthands for the errors operations raise most. */
-export const fail = {
-  badRequest: (m: string) => new ApiError('bad_request', m),
-  notFound: (m: string) => new ApiError('not_found', m),
-  callError: (m: string) => new ApiError('call_error', m),
-  precondition: (m: string) => new ApiError('precondition_failed', m),
-  conflict: (m: string) => new ApiError('conflict', m),
-};
+/** 406 call_error: the request could not be processed, for `reason` (a sentence without its full stop). */
+export function callError(reason: string): ApiError {
+  return new ApiError('call_error', `Request could not be processed: ${reason}.`);
+}
 
 export const MESSAGES = {
   unauthorized: 'Invalid or inactive account API key used.',

@@ -12,8 +12,8 @@
 //   Reply-To also take a list of addresses). A value holding CR or LF (or NUL) would let the caller
 //   inject headers: 406 call_error naming the header.
 import type { Json } from './args.ts';
-import { isPlainObject } from './args.ts';
-import { ApiError } from './errors.ts';
+import { describeJsonType, isPlainObject, wrongType } from './args.ts';
+import { callError } from './errors.ts';
 
 export interface MessageHeaders {
   from: string | null;
@@ -48,16 +48,12 @@ const FIELD_NAME = /^[\x21-\x39\x3b-\x7e]+$/;
 /** CR, LF or NUL: a line break in a header value is header injection. */
 const FORBIDDEN_IN_VALUE = /[\r\n\0]/;
 
-function callError(message: string): ApiError {
-  return new ApiError('call_error', `Request could not be processed: ${message}.`);
-}
-
 function headerValue(name: string, value: Json, list: boolean): string {
   let text: string;
   if (typeof value === 'string') text = value;
   else if (typeof value === 'number' || typeof value === 'boolean') text = String(value);
   else if (list && Array.isArray(value) && value.every((v) => typeof v === 'string')) text = (value as string[]).join(', ');
-  else throw callError(`header "${name}" must be a string${list ? ' or a list of addresses' : ''}, got ${Array.isArray(value) ? 'an array' : `a ${typeof value}`}`);
+  else throw callError(`header "${name}" must be a string${list ? ' or a list of addresses' : ''}, got ${describeJsonType(value)}`);
   if (FORBIDDEN_IN_VALUE.test(text)) throw callError(`header "${name}" must not contain a line break (CR or LF) or NUL`);
   return text;
 }
@@ -65,7 +61,7 @@ function headerValue(name: string, value: Json, list: boolean): string {
 export function parseHeaders(value: Json | undefined, field = 'arguments.headers'): MessageHeaders {
   const out: MessageHeaders = { from: null, subject: null, replyTo: null, cc: null, bcc: null, custom: {} };
   if (value === undefined || value === null) return out;
-  if (!isPlainObject(value)) throw callError(`argument "${field}" must be an object, got ${Array.isArray(value) ? 'an array' : `a ${typeof value}`}`);
+  if (!isPlainObject(value)) throw wrongType(field, 'an object', value);
   const given = new Map<string, string>();
   for (const [name, raw] of Object.entries(value)) {
     if (!FIELD_NAME.test(name)) throw callError(`${JSON.stringify(name)} is not a valid header name (printable ASCII, no spaces or colons)`);

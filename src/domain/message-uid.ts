@@ -13,8 +13,8 @@
 //   a Message-ID); a local part longer than 200 characters becomes "sha256." + the hex SHA-256 of
 //   the uid (header lines stay short).
 import { createHash } from 'node:crypto';
-import type { Json } from './args.ts';
-import { ApiError } from './errors.ts';
+import { describeJsonType, type Json } from './args.ts';
+import { callError } from './errors.ts';
 
 export const MAX_UID_CHARS = 255;
 /** Deepest nesting of the arguments that is hashed: a bound, so hostile input cannot exhaust the stack. */
@@ -28,11 +28,10 @@ export function readGivenUid(raw: Json | undefined): string | null {
   if (typeof raw === 'string') uid = raw;
   else if (typeof raw === 'number') uid = String(raw);
   else {
-    const got = Array.isArray(raw) ? 'an array' : `a ${typeof raw}`;
-    throw new ApiError('call_error', `Request could not be processed: "uid" must be a string or a number, got ${got}.`);
+    throw callError(`"uid" must be a string or a number, got ${describeJsonType(raw)}`);
   }
   if (uid.length > MAX_UID_CHARS) {
-    throw new ApiError('call_error', `Request could not be processed: "uid" must be at most ${MAX_UID_CHARS} characters long.`);
+    throw callError(`"uid" must be at most ${MAX_UID_CHARS} characters long`);
   }
   return uid;
 }
@@ -47,7 +46,7 @@ function writeCanonical(value: Json, depth: number, out: string[]): void {
     return;
   }
   if (depth >= MAX_ARGUMENT_NESTING) {
-    throw new ApiError('call_error', `Request could not be processed: "arguments" is nested deeper than ${MAX_ARGUMENT_NESTING} levels.`);
+    throw callError(`"arguments" is nested deeper than ${MAX_ARGUMENT_NESTING} levels`);
   }
   if (Array.isArray(value)) {
     out[0] += '[';

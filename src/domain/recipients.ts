@@ -14,7 +14,7 @@
 // The domain is lower-cased (domains are case-insensitive); the local part is kept as given.
 import { domainToASCII } from 'node:url';
 import type { Json } from './args.ts';
-import { isPlainObject } from './args.ts';
+import { invalidArgument, isPlainObject, wrongType } from './args.ts';
 import { ApiError } from './errors.ts';
 import { parseVariableValues, type VariableValues } from './variable-values.ts';
 
@@ -128,11 +128,6 @@ export function splitAddressList(text: string): string[] {
   return items.map((s) => s.trim()).filter((s) => s !== '');
 }
 
-function wrongType(field: string, expected: string, value: unknown): ApiError {
-  const got = Array.isArray(value) ? 'an array' : value === null ? 'null' : `a ${typeof value}`;
-  return new ApiError('call_error', `Request could not be processed: argument "${field}" must be ${expected}, got ${got}.`);
-}
-
 /**
  * Reads the shape of `recipients` into entries, in order. Wrong types are 406 call_error naming the
  * field; addresses are not validated here (see resolveRecipients).
@@ -145,7 +140,7 @@ export function collectRecipientEntries(value: Json | undefined, field = 'argume
       for (const text of splitAddressList(v)) entries.push({ text, variables: null });
     } else if (Array.isArray(v)) {
       if (depth >= MAX_RECIPIENT_NESTING) {
-        throw new ApiError('call_error', `Request could not be processed: argument "${field}" is nested deeper than ${MAX_RECIPIENT_NESTING} arrays.`);
+        throw invalidArgument(field, `is nested deeper than ${MAX_RECIPIENT_NESTING} arrays`);
       }
       v.forEach((item, i) => visit(item, `${name}[${i}]`, depth + 1));
     } else if (isPlainObject(v)) {

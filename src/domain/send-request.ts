@@ -5,9 +5,9 @@
 // Duplicate uids (400) are found last, by the database's unique constraint.
 // Both functions are pure: the operation (operations/send-message.ts) does the I/O around them.
 import type { Args, Json } from './args.ts';
-import { isPlainObject } from './args.ts';
+import { isPlainObject, wrongType } from './args.ts';
 import { parseAttachments } from './attachments.ts';
-import { ApiError } from './errors.ts';
+import { ApiError, callError } from './errors.ts';
 import { parseHeaders, type MessageHeaders } from './headers.ts';
 import type { PayloadAttachment } from './message-payload.ts';
 import { readGivenUid } from './message-uid.ts';
@@ -44,17 +44,13 @@ export interface SendRequest {
   tracking: boolean | null;
 }
 
-function callError(message: string): ApiError {
-  return new ApiError('call_error', `Request could not be processed: ${message}.`);
-}
-
 const CONTENT_PARTS = new Set(['text/plain', 'text/html', 'text/css']);
 
 function readContent(value: Json | undefined, field: string): ContentLevel | null {
   if (value === undefined || value === null) return null;
   if (typeof value === 'string') return { subject: null, from: null, text: value, html: null, css: null };
   if (!isPlainObject(value)) {
-    throw callError(`argument "${field}" must be a string or an object {"text/plain", "text/html", "text/css"}, got ${Array.isArray(value) ? 'an array' : `a ${typeof value}`}`);
+    throw wrongType(field, 'a string or an object {"text/plain", "text/html", "text/css"}', value);
   }
   for (const key of Object.keys(value)) {
     if (!CONTENT_PARTS.has(key)) throw callError(`argument "${field}" has an unknown part ${JSON.stringify(key)} (expected text/plain, text/html or text/css)`);
@@ -62,7 +58,7 @@ function readContent(value: Json | undefined, field: string): ContentLevel | nul
   const part = (key: string): string | null => {
     const v = value[key];
     if (v === undefined || v === null) return null;
-    if (typeof v !== 'string') throw callError(`argument "${field}.${key}" must be a string, got ${Array.isArray(v) ? 'an array' : `a ${typeof v}`}`);
+    if (typeof v !== 'string') throw wrongType(`${field}.${key}`, 'a string', v);
     return v;
   };
   return { subject: null, from: null, text: part('text/plain'), html: part('text/html'), css: part('text/css') };

@@ -6,8 +6,8 @@
 // cannot be substituted into text: 406 call_error naming the variable. Names are trimmed, because
 // {{ name }} is looked up trimmed.
 import type { Json } from './args.ts';
-import { isPlainObject } from './args.ts';
-import { ApiError } from './errors.ts';
+import { isPlainObject, wrongType } from './args.ts';
+import { callError } from './errors.ts';
 import { renderVariables, type Variables } from './variables.ts';
 
 export type VariableValues = Record<string, string>;
@@ -16,8 +16,7 @@ export function parseVariableValues(value: Json | undefined, field: string): Var
   const out: VariableValues = {};
   if (value === undefined || value === null) return out;
   if (!isPlainObject(value)) {
-    const got = Array.isArray(value) ? 'an array' : `a ${typeof value}`;
-    throw new ApiError('call_error', `Request could not be processed: argument "${field}" must be an object of variables, got ${got}.`);
+    throw wrongType(field, 'an object of variables', value);
   }
   for (const [rawName, v] of Object.entries(value)) {
     if (v === null) continue;
@@ -25,10 +24,7 @@ export function parseVariableValues(value: Json | undefined, field: string): Var
     if (typeof v === 'string') out[name] = v;
     else if (typeof v === 'number' || typeof v === 'boolean') out[name] = String(v);
     else {
-      throw new ApiError(
-        'call_error',
-        `Request could not be processed: variable ${JSON.stringify(rawName)} in "${field}" must be a string, number or boolean, got ${Array.isArray(v) ? 'an array' : 'an object'}.`,
-      );
+      throw callError(`variable ${JSON.stringify(rawName)} in "${field}" must be a string, number or boolean, got ${Array.isArray(v) ? 'an array' : 'an object'}`);
     }
   }
   return out;

@@ -1,7 +1,7 @@
 // Decoding a request body: UTF-8 first (naming the byte offset of the first bad byte), then JSON,
 // then the top-level shape. Each failure is an ApiError with the spec's status.
 import { isUtf8 } from 'node:buffer';
-import { ApiError, MESSAGES } from '../domain/errors.ts';
+import { ApiError, callError, MESSAGES } from '../domain/errors.ts';
 import { isPlainObject, type JsonObject } from '../domain/args.ts';
 
 /** Offset of the first byte that is not part of a well-formed UTF-8 sequence, or -1. */
@@ -44,7 +44,7 @@ export function decodeBody(buf: Buffer | undefined): JsonObject {
     throw new ApiError('invalid_json', MESSAGES.invalidJson);
   }
   if (!isPlainObject(parsed)) {
-    throw new ApiError('call_error', 'Request could not be processed: the body must be a JSON object {"api_key": ..., "arguments": {...}}.');
+    throw callError('the body must be a JSON object {"api_key": ..., "arguments": {...}}');
   }
   return parsed;
 }

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { Args, type Json, type JsonObject } from '../domain/args.ts';
-import { ApiError, MESSAGES } from '../domain/errors.ts';
+import { ApiError, callError, MESSAGES } from '../domain/errors.ts';
 import { authenticate } from '../operations/authenticate.ts';
 import type { Services } from '../operations/context.ts';
 import { decodeBody } from './body.ts';
@@ -63,7 +63,7 @@ export async function buildHttpServer(services: Services): Promise<FastifyInstan
       return sendError(reply, null, new ApiError('payload_too_large', `Request body exceeds the limit of ${config.maxBodyBytes} bytes.`));
     }
     if (error.statusCode !== undefined && error.statusCode < 500) {
-      return sendError(reply, null, new ApiError('call_error', 'Request could not be processed: malformed HTTP request.'));
+      return sendError(reply, null, callError('malformed HTTP request'));
     }
     request.log.error({ err: error, path: request.url.split('?')[0] }, 'unhandled error in HTTP edge');
     return sendError(reply, null, new ApiError('internal_server_error', MESSAGES.internal));
@@ -82,11 +82,11 @@ async function handleApiCall(services: Services, request: FastifyRequest, reply:
     uid = body.uid;
     const apiKey = body.api_key;
     if (apiKey !== undefined && apiKey !== null && typeof apiKey !== 'string') {
-      throw new ApiError('call_error', 'Request could not be processed: "api_key" must be a string.');
+      throw callError('"api_key" must be a string');
     }
     const caller = await authenticate(services, apiKey ?? '');
     const method = METHODS.get(methodName);
-    if (!method) throw new ApiError('call_error', `Request could not be processed: unknown method "${methodName}".`);
+    if (!method) throw callError(`unknown method "${methodName}"`);
     if (method.key !== 'any' && method.key !== caller.keyKind) {
       throw new ApiError(
         'unauthorized',

@@ -1,8 +1,7 @@
 // Changing an account through the API: its name and its free-form settings object. Settings are
 // MERGED key by key (a key set to null is removed), so two tools each owning a setting do not
 // overwrite each other. Accounts themselves are created and disabled by the operator (CLI).
-import type { Json, JsonObject } from '../domain/args.ts';
-import { ApiError } from '../domain/errors.ts';
+import { invalidArgument, type Json, type JsonObject } from '../domain/args.ts';
 import { findAccountById, updateAccount as updateAccountRow } from '../storage/accounts.ts';
 import type { Account } from '../storage/schema.ts';
 import type { Services } from './context.ts';
@@ -47,10 +46,7 @@ export async function updateAccount(services: Services, account: Account, change
     if (changes.settings !== undefined) {
       const merged = JSON.stringify(mergeSettings(readAccountSettings(current), changes.settings));
       if (Buffer.byteLength(merged, 'utf8') > MAX_ACCOUNT_SETTINGS_BYTES) {
-        throw new ApiError(
-          'call_error',
-          `Request could not be processed: argument "settings" would make the stored settings larger than ${MAX_ACCOUNT_SETTINGS_BYTES} bytes.`,
-        );
+        throw invalidArgument('settings', `would make the stored settings larger than ${MAX_ACCOUNT_SETTINGS_BYTES} bytes`);
       }
       patch.settings = merged;
     }

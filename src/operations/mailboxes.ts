@@ -7,6 +7,7 @@
 // status active) and the watcher is woken.
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
+import { invalidArgument } from '../domain/args.ts';
 import { ApiError } from '../domain/errors.ts';
 import { randomToken } from '../domain/keys.ts';
 import {
@@ -57,12 +58,8 @@ export interface MailboxWithSecret {
   postbackSecret: string;
 }
 
-function invalid(field: string, why: string): ApiError {
-  return new ApiError('call_error', `Request could not be processed: argument "${field}" ${why}.`);
-}
-
 function checkLength(field: string, value: string, max: number): void {
-  if (value.length > max) throw invalid(field, `must be at most ${max} characters long`);
+  if (value.length > max) throw invalidArgument(field, `must be at most ${max} characters long`);
 }
 
 const HOST_LABEL = /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$/;
@@ -75,7 +72,7 @@ export function normalizeMailboxHost(value: string): string {
   if (net.isIP(host) !== 0) return host;
   const name = host.endsWith('.') ? host.slice(0, -1) : host;
   if (name === '' || !name.split('.').every((label) => HOST_LABEL.test(label)) || /^[0-9.]+$/.test(name)) {
-    throw invalid('host', 'must be a host name or an IP address');
+    throw invalidArgument('host', 'must be a host name or an IP address');
   }
   return name.toLowerCase();
 }
@@ -88,16 +85,16 @@ export function normalizePostbackUrl(value: string): string {
   try {
     url = new URL(text);
   } catch {
-    throw invalid('postback_url', 'must be an absolute http:// or https:// URL');
+    throw invalidArgument('postback_url', 'must be an absolute http:// or https:// URL');
   }
   if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
-    throw invalid('postback_url', 'must be an absolute http:// or https:// URL');
+    throw invalidArgument('postback_url', 'must be an absolute http:// or https:// URL');
   }
   return url.href;
 }
 
 function checkPort(port: number): void {
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw invalid('port', 'must be between 1 and 65535');
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw invalidArgument('port', 'must be between 1 and 65535');
 }
 
 /** Validates and normalizes every given field; returns the columns to store (password sealed). */

@@ -2,7 +2,7 @@
 // remove entries (hard, soft or manual). Bounces add entries through storage/suppressions.ts
 // recordBounce; get_suppression_list (reports) reads them, and can present them with
 // presentSuppression below.
-import { ApiError } from '../domain/errors.ts';
+import { ApiError, callError } from '../domain/errors.ts';
 import { isPlausibleAddress, normalizeAddress } from '../domain/suppression-policy.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Project, Suppression } from '../storage/schema.ts';
@@ -27,7 +27,7 @@ export function presentSuppression(row: Suppression): SuppressionView {
 function checkCount(addresses: readonly string[]): void {
   if (addresses.length === 0) throw new ApiError('bad_request', 'Missing required argument "address" (or "addresses").');
   if (addresses.length > MAX_ADDRESSES_PER_CALL) {
-    throw new ApiError('call_error', `Request could not be processed: at most ${MAX_ADDRESSES_PER_CALL} addresses per call, got ${addresses.length}.`);
+    throw callError(`at most ${MAX_ADDRESSES_PER_CALL} addresses per call, got ${addresses.length}`);
   }
 }
 

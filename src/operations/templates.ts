@@ -5,6 +5,7 @@
 // same project; no chain of parents loops; a chain (the template and its layouts) is at most
 // MAX_TEMPLATE_CHAIN long; a template that is another's parent cannot be deleted. So a template
 // that exists can always be resolved by send_message.
+import { invalidArgument } from '../domain/args.ts';
 import { ApiError } from '../domain/errors.ts';
 import type { Project, Template } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
@@ -50,20 +51,16 @@ export interface TemplateInput {
   parent?: string;
 }
 
-function invalid(field: string, why: string): ApiError {
-  return new ApiError('call_error', `Request could not be processed: argument "${field}" ${why}.`);
-}
-
 export function checkSlug(field: string, slug: string): void {
-  if (slug.length > TEMPLATE_LIMITS.slugChars) throw invalid(field, `must be at most ${TEMPLATE_LIMITS.slugChars} characters long`);
-  if (!SLUG_PATTERN.test(slug)) throw invalid(field, 'may hold only letters, digits, "_", "-" and "."');
+  if (slug.length > TEMPLATE_LIMITS.slugChars) throw invalidArgument(field, `must be at most ${TEMPLATE_LIMITS.slugChars} characters long`);
+  if (!SLUG_PATTERN.test(slug)) throw invalidArgument(field, 'may hold only letters, digits, "_", "-" and "."');
 }
 
 function text(field: string, value: string | undefined, max: number, oneLine = false): string | null | undefined {
   if (value === undefined) return undefined;
-  if (value.length > max) throw invalid(field, `must be at most ${max} characters long`);
+  if (value.length > max) throw invalidArgument(field, `must be at most ${max} characters long`);
   // subject and from are header values: a line break would inject headers.
-  if (oneLine && /[\r\n]/.test(value)) throw invalid(field, 'must not contain a line break');
+  if (oneLine && /[\r\n]/.test(value)) throw invalidArgument(field, 'must not contain a line break');
   return value === '' ? null : value;
 }
 

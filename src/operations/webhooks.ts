@@ -5,6 +5,7 @@
 // dispatcher before every request); an endpoint scoped to a project only receives that project's
 // events.
 import { randomUUID } from 'node:crypto';
+import { invalidArgument } from '../domain/args.ts';
 import { ApiError } from '../domain/errors.ts';
 import { listOutbound, listOutboundAttempts, requeueFailedOutbound } from '../storage/outbound.ts';
 import type { OutboundAttempt, OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
@@ -45,10 +46,6 @@ export interface WebhookView {
   projectUid: string | null;
 }
 
-function invalid(field: string, why: string): ApiError {
-  return new ApiError('call_error', `Request could not be processed: argument "${field}" ${why}.`);
-}
-
 async function projectIdOf(trx: Tx, account: Account, projectUid: string): Promise<number> {
   const project = await findProjectByUid(trx, account.id, projectUid);
   if (!project) throw new ApiError('not_found', `Project ${projectUid} not found.`);
@@ -69,7 +66,7 @@ async function requireWebhook(db: Tx, account: Account, uid: string): Promise<We
 
 export async function createWebhook(services: Services, account: Account, input: WebhookInput): Promise<WebhookView & { secret: string }> {
   const uid = input.uid !== undefined && input.uid !== '' ? input.uid : randomUUID();
-  if (uid.length > WEBHOOK_LIMITS.uidChars) throw invalid('uid', `must be at most ${WEBHOOK_LIMITS.uidChars} characters long`);
+  if (uid.length > WEBHOOK_LIMITS.uidChars) throw invalidArgument('uid', `must be at most ${WEBHOOK_LIMITS.uidChars} characters long`);
   const url = await checkOutboundUrl(services, input.url, WEBHOOK_URL);
   const secret = generateWebhookSecret();
   const now = services.clock.now();

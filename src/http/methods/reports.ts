@@ -1,7 +1,7 @@
 // The read methods: what happened to the messages a project sent (docs/api/reports.md). Each
 // handler reads its arguments, calls an operation in operations/reports/, and returns `data`.
 import { Args } from '../../domain/args.ts';
-import { ApiError } from '../../domain/errors.ts';
+import { ApiError, callError } from '../../domain/errors.ts';
 import { parseApiDate } from '../../domain/time.ts';
 import type { Caller, Services } from '../../operations/context.ts';
 import { listTransmissionHistory } from '../../operations/reports/history.ts';
@@ -41,7 +41,7 @@ export function targetUid({ args, uid }: Pick<MethodCall, 'args' | 'uid'>): stri
   if (typeof uid === 'string' && uid !== '') return uid;
   if (typeof uid === 'number') return String(uid);
   if (uid !== undefined && uid !== null && uid !== '') {
-    throw new ApiError('call_error', 'Request could not be processed: "uid" must be a string or a number.');
+    throw callError('"uid" must be a string or a number');
   }
   throw new ApiError('bad_request', 'Missing uid: give the uid of the message in arguments.uid (or the top-level uid).');
 }
