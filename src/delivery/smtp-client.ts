@@ -26,6 +26,8 @@ import { installSmtpPipelining } from './smtp-pipelining.ts';
 
 export const MESSAGES_PER_CONNECTION = 1000;
 const POOL_IDLE_MS = 60_000;
+/** How long a destination whose STARTTLS failed is sent plain text before TLS is tried again. */
+const TLS_BROKEN_MS = 3_600_000;
 
 export interface SmtpClientOptions {
   ehloName: string;
@@ -78,6 +80,8 @@ interface Pool {
 
 export class SmtpClient {
   private readonly pools = new Map<string, Pool>();
+  /** destinations whose STARTTLS failed, until when they are sent plain text */
+  private readonly tlsBroken = new Map<string, number>();
   private readonly total: Semaphore;
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
@@ -104,8 +108,26 @@ export class SmtpClient {
   }
 
   async send(destination: Destination, envelope: Envelope, raw: Buffer, dkim: DkimKey | null): Promise<SendResult> {
+    // Opportunistic TLS, like Postfix's "may": a STARTTLS that fails (broken TLS stack, no
+    // common cipher) is retried at once in plain text rather than deferring the mail for days, and
+    // the destination is sent plain text for a while. Not for implicit TLS (smtps), not with
+    // --require-tls (TLS is the point), not with credentials (they must not travel in clear).
+    const mayFallBack = !this.opts.requireTls && !destination.secure && !destination.auth;
+    const key = `${destination.address}|${destination.port}`;
+    const brokenUntil = this.tlsBroken.get(key);
+    if (mayFallBack && brokenUntil !== undefined && brokenUntil > Date.now()) return this.sendOnce(destination, envelope, raw, dkim, true);
+    const result = await this.sendOnce(destination, envelope, raw, dkim, false);
+    if (result.failure === 'tls' && mayFallBack) {
+      this.opts.log.info({ host: destination.name, reason: result.text }, 'STARTTLS failed; sending without TLS');
+      this.tlsBroken.set(key, Date.now() + TLS_BROKEN_MS);
+      return this.sendOnce(destination, envelope, raw, dkim, true);
+    }
+    return result;
+  }
+
+  private async sendOnce(destination: Destination, envelope: Envelope, raw: Buffer, dkim: DkimKey | null, plain: boolean): Promise<SendResult> {
     if (this.closed) return { code: null, text: 'delivery is shutting down', stage: 'connect', failure: 'dropped', host: destination.name };
-    const pool = this.poolFor(destination);
+    const pool = this.poolFor(destination, plain);
     pool.inFlight++;
     await pool.slots.acquire();
     await this.total.acquire();
@@ -123,8 +145,9 @@ export class SmtpClient {
     }
   }
 
-  private poolFor(d: Destination): Pool {
-    const key = `${d.address}|${d.port}|${d.name}|${d.secure ? 's' : 'p'}|${d.auth?.user ?? ''}`;
+  /** `plain`: never STARTTLS (the fallback after a failed handshake). */
+  private poolFor(d: Destination, plain = false): Pool {
+    const key = `${d.address}|${d.port}|${d.name}|${d.secure ? 's' : plain ? 'n' : 'p'}|${d.auth?.user ?? ''}`;
     let pool = this.pools.get(key);
     if (pool) return pool;
     const verify = this.opts.requireTls;
@@ -135,6 +158,7 @@ export class SmtpClient {
       secure: d.secure,
       name: this.opts.ehloName,
       requireTLS: verify && !d.secure,
+      ignoreTLS: plain,
       tls: {
         rejectUnauthorized: verify,
         // SNI and certificate checks against the host's name, never the IP connected to.
@@ -172,6 +196,7 @@ export class SmtpClient {
         pool.transport.close();
       }
     }
+    for (const [key, until] of this.tlsBroken) if (until <= now) this.tlsBroken.delete(key);
   }
 
   /** Closes every pool (connections finishing a message close after it). */

@@ -12,6 +12,8 @@ import type { Destination } from '../../src/delivery/routes.ts';
 
 interface Script {
   pipelining: boolean;
+  /** offer STARTTLS, then answer the handshake with garbage */
+  brokenTls?: boolean;
   mail?: string;
   rcpt?: string;
   data?: string;
@@ -49,7 +51,11 @@ async function startRawServer(script: Script) {
         }
         log.push({ line, repliesBefore: repliesAtArrival });
         const verb = line.slice(0, 4).toUpperCase();
-        if (verb === 'EHLO') send(`250-raw.test\r\n250-8BITMIME\r\n${script.pipelining ? '250-PIPELINING\r\n' : ''}250 SIZE 10000000`);
+        if (verb === 'EHLO') send(`250-raw.test\r\n250-8BITMIME\r\n${script.pipelining ? '250-PIPELINING\r\n' : ''}${script.brokenTls ? '250-STARTTLS\r\n' : ''}250 SIZE 10000000`);
+        else if (verb === 'STAR') {
+          send('220 2.0.0 Ready to start TLS');
+          socket.end('this is not a TLS server hello\r\n');
+        }
         else if (verb === 'MAIL') send(script.mail ?? '250 2.1.0 ok');
         else if (verb === 'RCPT') send(script.mail && !script.mail.startsWith('2') ? '503 5.5.1 need MAIL' : (script.rcpt ?? '250 2.1.5 ok'));
         else if (verb === 'DATA') {
@@ -144,6 +150,13 @@ describe('SMTP pipelining', () => {
     assert.equal(results[0].stage, 'mail');
     assert.equal(results[0].code, 451);
     assert.equal(classifySmtpReply(results[0]).kind, 'deferred');
+  });
+
+  it('falls back to plain text when STARTTLS fails, and keeps doing so for that destination', async () => {
+    const { server, results } = await run({ pipelining: true, brokenTls: true }, 2);
+    assert.deepEqual(results.map((r) => r.code), [250, 250]);
+    const starttls = server.log.filter((l) => l.line === 'STARTTLS').length;
+    assert.equal(starttls, 1, 'the second message did not try TLS again');
   });
 
   it('reports a refused DATA as the DATA reply', async () => {
