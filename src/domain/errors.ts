@@ -37,6 +37,16 @@ export function callError(reason: string): ApiError {
   return new ApiError('call_error', `Request could not be processed: ${reason}.`);
 }
 
+/** 400: a uid the caller chose is taken (projects, mailboxes, webhooks; send_message says more). */
+export function duplicateUid(uid: string): ApiError {
+  return new ApiError('bad_request', `Uid ${uid} already exists.`);
+}
+
+/** 412: the owner already holds the most rows of this kind it may. */
+export function limitReached(owner: 'account' | 'project', max: number, things: string): ApiError {
+  return new ApiError('precondition_failed', `The ${owner} already has ${max} ${things}, the most it may hold.`);
+}
+
 export const MESSAGES = {
   unauthorized: 'Invalid or inactive account API key used.',
   locked: 'The specified API key is not valid: the key or its account is disabled.',

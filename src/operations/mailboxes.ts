@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { invalidArgument } from '../domain/args.ts';
-import { ApiError } from '../domain/errors.ts';
+import { ApiError, duplicateUid, limitReached } from '../domain/errors.ts';
 import { randomToken } from '../domain/keys.ts';
 import {
   countMailboxes,
@@ -127,10 +127,6 @@ async function checkPostbackUrl(services: Services, url: string | undefined): Pr
   if (url !== undefined) await checkOutboundUrl(services, url, { field: 'postback_url', label: 'Postback URL' });
 }
 
-function duplicateUid(uid: string): ApiError {
-  return new ApiError('bad_request', `Uid ${uid} already exists.`);
-}
-
 export async function createMailbox(services: Services, account: Account, input: MailboxInput): Promise<MailboxWithSecret> {
   const uid = input.uid !== undefined && input.uid !== '' ? input.uid : randomUUID();
   checkLength('uid', uid, MAILBOX_LIMITS.uidChars);
@@ -142,7 +138,7 @@ export async function createMailbox(services: Services, account: Account, input:
     const mailbox = await services.store.write(async (trx) => {
       if (await findMailboxByUid(trx, account.id, uid)) throw duplicateUid(uid);
       if ((await countMailboxes(trx, account.id)) >= MAILBOX_LIMITS.mailboxesPerAccount) {
-        throw new ApiError('precondition_failed', `The account already has ${MAILBOX_LIMITS.mailboxesPerAccount} mailboxes, the most it may hold.`);
+        throw limitReached('account', MAILBOX_LIMITS.mailboxesPerAccount, 'mailboxes');
       }
       return insertMailbox(trx, {
         account_id: account.id,

@@ -2,7 +2,7 @@
 // one transaction), list, get, update, disable/enable and key rotation. A project's API key is
 // returned only by createProject and rotateProjectKey; everything else shows its key_prefix.
 import { randomUUID } from 'node:crypto';
-import { ApiError } from '../domain/errors.ts';
+import { ApiError, duplicateUid, limitReached } from '../domain/errors.ts';
 import { generateApiKey, hashApiKey, keyPrefix } from '../domain/keys.ts';
 import { sampleTemplates } from '../domain/sample-templates.ts';
 import { activeKeyPrefix, activeProjectKeyPrefixes, insertApiKey, revokeProjectKeys } from '../storage/api-keys.ts';
@@ -62,10 +62,6 @@ export function projectUrl(services: Services, project: Pick<Project, 'uid'>): s
   return `${services.config.publicUrl}/projects/${encodeURIComponent(project.uid)}`;
 }
 
-function duplicateUid(uid: string): ApiError {
-  return new ApiError('bad_request', `Uid ${uid} already exists.`);
-}
-
 export async function createProject(services: Services, account: Account, input: { name: string; uid?: string }): Promise<CreatedProject> {
   const now = services.clock.now();
   const apiKey = generateApiKey();
@@ -74,7 +70,7 @@ export async function createProject(services: Services, account: Account, input:
     const project = await services.store.write(async (trx) => {
       if (await findProjectByUid(trx, account.id, uid)) throw duplicateUid(uid);
       if ((await countProjects(trx, account.id)) >= MAX_PROJECTS_PER_ACCOUNT) {
-        throw new ApiError('precondition_failed', `The account already has ${MAX_PROJECTS_PER_ACCOUNT} projects, the most it may hold.`);
+        throw limitReached('account', MAX_PROJECTS_PER_ACCOUNT, 'projects');
       }
       const project = await insertProject(trx, { accountId: account.id, uid, name: input.name, now });
       await insertApiKey(trx, { accountId: account.id, projectId: project.id, keyHash: hashApiKey(apiKey), keyPrefix: keyPrefix(apiKey), now });

@@ -6,7 +6,7 @@
 // MAX_TEMPLATE_CHAIN long; a template that is another's parent cannot be deleted. So a template
 // that exists can always be resolved by send_message.
 import { invalidArgument } from '../domain/args.ts';
-import { ApiError } from '../domain/errors.ts';
+import { ApiError, limitReached } from '../domain/errors.ts';
 import type { Project, Template } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
 import {
@@ -15,6 +15,7 @@ import {
   findTemplate,
   insertTemplate,
   listChildSlugs,
+  listTemplateParents,
   listTemplates as listTemplateRows,
   updateTemplate as updateTemplateRow,
   type TemplateFields,
@@ -107,8 +108,7 @@ export async function resolveTemplateProject(services: Services, caller: Caller,
 async function checkParentChain(trx: Tx, projectId: number, slug: string, parent: string | null): Promise<void> {
   if (parent === null) return;
   if (parent === slug) throw new ApiError('precondition_failed', `Template ${slug} cannot be its own parent.`);
-  const rows = await trx.selectFrom('templates').select(['slug', 'parent_slug']).where('project_id', '=', projectId).execute();
-  const parentOf = new Map(rows.map((r) => [r.slug, r.parent_slug]));
+  const parentOf = await listTemplateParents(trx, projectId);
   if (!parentOf.has(parent)) throw new ApiError('precondition_failed', `Parent template ${parent} does not exist in this project.`);
   parentOf.set(slug, parent);
 
@@ -155,7 +155,7 @@ export async function createTemplate(services: Services, target: TemplateTarget,
       await checkParentChain(trx, project.id, slug, columns.parent_slug ?? null);
       if (await findTemplate(trx, project.id, slug)) throw duplicate();
       if ((await countTemplates(trx, project.id)) >= TEMPLATE_LIMITS.templatesPerProject) {
-        throw new ApiError('precondition_failed', `The project already has ${TEMPLATE_LIMITS.templatesPerProject} templates, the most it may hold.`);
+        throw limitReached('project', TEMPLATE_LIMITS.templatesPerProject, 'templates');
       }
       return insertTemplate(
         trx,

@@ -6,13 +6,13 @@
 // events.
 import { randomUUID } from 'node:crypto';
 import { invalidArgument } from '../domain/args.ts';
-import { ApiError } from '../domain/errors.ts';
+import { ApiError, duplicateUid, limitReached } from '../domain/errors.ts';
 import { listOutbound, listOutboundAttempts, requeueFailedOutbound } from '../storage/outbound.ts';
 import type { OutboundAttempt, OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
-import { findProjectByUid } from '../storage/projects.ts';
+import { findProjectById, findProjectByUid } from '../storage/projects.ts';
 import type { Account } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
-import { deleteWebhook as deleteWebhookRow, findWebhookByUid, insertWebhook, listWebhooks as listWebhookRows, updateWebhook as updateWebhookRow } from '../storage/webhooks.ts';
+import { countWebhooks, deleteWebhook as deleteWebhookRow, findWebhookByUid, insertWebhook, listWebhooks as listWebhookRows, updateWebhook as updateWebhookRow } from '../storage/webhooks.ts';
 import { generateWebhookSecret } from '../webhooks/sign.ts';
 import type { Services } from './context.ts';
 import { checkOutboundUrl } from './outbound-url.ts';
@@ -54,8 +54,7 @@ async function projectIdOf(trx: Tx, account: Account, projectUid: string): Promi
 
 async function projectUidOf(trx: Tx, projectId: number | null): Promise<string | null> {
   if (projectId === null) return null;
-  const row = await trx.selectFrom('projects').select('uid').where('id', '=', projectId).executeTakeFirst();
-  return row?.uid ?? null;
+  return (await findProjectById(trx, projectId))?.uid ?? null;
 }
 
 async function requireWebhook(db: Tx, account: Account, uid: string): Promise<Webhook> {
@@ -72,14 +71,9 @@ export async function createWebhook(services: Services, account: Account, input:
   const now = services.clock.now();
   try {
     const webhook = await services.store.write(async (trx) => {
-      if (await findWebhookByUid(trx, account.id, uid)) throw new ApiError('bad_request', `Uid ${uid} already exists.`);
-      const count = await trx
-        .selectFrom('webhooks')
-        .select((eb) => eb.fn.countAll<number | string>().as('n'))
-        .where('account_id', '=', account.id)
-        .executeTakeFirstOrThrow();
-      if (Number(count.n) >= WEBHOOK_LIMITS.webhooksPerAccount) {
-        throw new ApiError('precondition_failed', `The account already has ${WEBHOOK_LIMITS.webhooksPerAccount} webhooks, the most it may hold.`);
+      if (await findWebhookByUid(trx, account.id, uid)) throw duplicateUid(uid);
+      if ((await countWebhooks(trx, account.id)) >= WEBHOOK_LIMITS.webhooksPerAccount) {
+        throw limitReached('account', WEBHOOK_LIMITS.webhooksPerAccount, 'webhooks');
       }
       const projectId = input.projectUid === undefined ? null : await projectIdOf(trx, account, input.projectUid);
       return insertWebhook(trx, {
@@ -96,7 +90,7 @@ export async function createWebhook(services: Services, account: Account, input:
     });
     return { webhook, projectUid: input.projectUid ?? null, secret };
   } catch (error) {
-    if (services.store.dialect.isUniqueViolation(error)) throw new ApiError('bad_request', `Uid ${uid} already exists.`);
+    if (services.store.dialect.isUniqueViolation(error)) throw duplicateUid(uid);
     throw error;
   }
 }

@@ -40,6 +40,12 @@ export async function listChildSlugs(db: Tx, projectId: number, parentSlug: stri
   return rows.map((r) => r.slug);
 }
 
+/** Every template of the project, slug to parent slug: the project's layout graph. */
+export async function listTemplateParents(db: Tx, projectId: number): Promise<Map<string, string | null>> {
+  const rows = await db.selectFrom('templates').select(['slug', 'parent_slug']).where('project_id', '=', projectId).execute();
+  return new Map(rows.map((r) => [r.slug, r.parent_slug]));
+}
+
 export async function countTemplates(db: Tx, projectId: number): Promise<number> {
   const row = await db
     .selectFrom('templates')

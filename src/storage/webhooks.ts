@@ -11,6 +11,15 @@ export async function findWebhookByUid(db: Tx, accountId: number, uid: string): 
   return db.selectFrom('webhooks').selectAll().where('account_id', '=', accountId).where('uid', '=', uid).executeTakeFirst();
 }
 
+export async function countWebhooks(db: Tx, accountId: number): Promise<number> {
+  const row = await db
+    .selectFrom('webhooks')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .where('account_id', '=', accountId)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
 export async function findWebhookById(db: Tx, id: number): Promise<Webhook | undefined> {
   return db.selectFrom('webhooks').selectAll().where('id', '=', id).executeTakeFirst();
 }
