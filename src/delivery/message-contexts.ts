@@ -69,7 +69,7 @@ export class MessageContexts {
           'projects.account_id as account_id',
           'projects.settings as settings',
         ])
-        .where('messages.id', 'in', [...missing])
+        .where('messages.id', 'in', padToPowerOfTwo([...missing]))
         .execute();
       for (const row of rows) {
         const payload = parsePayload(row.payload);
@@ -174,4 +174,17 @@ export class MessageContexts {
       this.bytes -= oldest.bytes;
     }
   }
+}
+
+/**
+ * The ids with the last one repeated up to the next power of two: `IN (...)` lists of a few sizes
+ * only, so the statement cache (dialects/sqlite.ts, keyed by SQL text) is not churned by one text
+ * per batch size. Repeats match the same rows; they change nothing.
+ */
+function padToPowerOfTwo(ids: number[]): number[] {
+  let size = 1;
+  while (size < ids.length) size *= 2;
+  const padded = ids.slice();
+  while (padded.length < size) padded.push(ids[ids.length - 1]);
+  return padded;
 }

@@ -128,8 +128,8 @@ function attemptRow(input: FinishInput) {
   };
 }
 
-/** Attempt rows per INSERT: 9 parameters each stays far below SQLite's and PostgreSQL's limits. */
-const ATTEMPT_ROWS_PER_INSERT = 200;
+/** Attempt rows per INSERT: 8 parameters each stays far below SQLite's and PostgreSQL's limits. */
+const ATTEMPT_ROWS_PER_INSERT = 128;
 
 /**
  * finishTransmission for many transmissions in one transaction: each row's state under its own
@@ -144,10 +144,27 @@ export async function finishTransmissions(trx: Tx, inputs: readonly FinishInput[
     results.push(attempts);
     if (attempts !== null) held.push(input);
   }
-  for (let i = 0; i < held.length; i += ATTEMPT_ROWS_PER_INSERT) {
-    await trx.insertInto('attempts').values(held.slice(i, i + ATTEMPT_ROWS_PER_INSERT).map(attemptRow)).execute();
+  for (const chunk of powerOfTwoChunks(held, ATTEMPT_ROWS_PER_INSERT)) {
+    await trx.insertInto('attempts').values(chunk.map(attemptRow)).execute();
   }
   return results;
+}
+
+/**
+ * Splits rows into chunks whose sizes are powers of two (37 -> 32, 4, 1), at most `max` each. A
+ * multi-row INSERT's SQL text depends on its row count, and statements are prepared and cached by
+ * text (dialects/sqlite.ts): this keeps the distinct texts to a handful instead of one per size.
+ */
+export function powerOfTwoChunks<T>(rows: readonly T[], max: number): T[][] {
+  const chunks: T[][] = [];
+  let i = 0;
+  while (i < rows.length) {
+    let size = 1;
+    while (size * 2 <= Math.min(max, rows.length - i)) size *= 2;
+    chunks.push(rows.slice(i, i + size));
+    i += size;
+  }
+  return chunks;
 }
 
 /**
