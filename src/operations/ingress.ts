@@ -6,6 +6,7 @@
 // re-leased mailbox is left alone); an email is enqueued together with the advance of
 // last_seen_uid, in one transaction, so a crash either posts it or fetches it again.
 import type { Mailbox } from '../storage/schema.ts';
+import { advanceMailboxPosition, claimDueMailboxRows, extendMailboxLease, findLeasedMailboxFailures, updateLeasedMailbox } from '../storage/mailboxes.ts';
 import { insertInboundEmail, listPostingInboundEmails, setInboundEmailState } from '../storage/inbound-emails.ts';
 import type { InboundEmail } from '../storage/outbound-schema.ts';
 import { enqueueOutbound, outboundStates } from '../webhooks/outbound.ts';
@@ -31,52 +32,20 @@ function normaliseMailbox(m: Mailbox): Mailbox {
 export async function claimDueMailboxes(services: Services, worker: string, leaseMs: number, limit: number): Promise<Mailbox[]> {
   const now = services.clock.now();
   const skipLocked = services.store.dialect.skipLocked;
-  const rows = await services.store.write(async (trx) =>
-    // Picked once (MATERIALIZED): see claimDueOutbound in storage/outbound.ts for why.
-    trx
-      .with(
-        (cte) => cte('due').materialized(),
-        (qb) => {
-          let due = qb
-            .selectFrom('mailboxes')
-            .select('id')
-            .where('next_check_at', '<=', now)
-            .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
-            .orderBy('next_check_at')
-            .limit(limit);
-          if (skipLocked) due = due.forUpdate().skipLocked();
-          return due;
-        },
-      )
-      .updateTable('mailboxes')
-      .set({ locked_by: worker, locked_until: now + leaseMs })
-      .where('id', 'in', (eb) => eb.selectFrom('due').select('due.id'))
-      .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
-      .returningAll()
-      .execute(),
-  );
+  const rows = await services.store.write((trx) => claimDueMailboxRows(trx, { worker, now, leaseMs, limit, skipLocked }));
   return rows.map(normaliseMailbox);
 }
 
 /** Extends the lease; the current row, or null when it was deleted or taken over. */
 export async function renewMailboxLease(services: Services, id: number, worker: string, leaseMs: number): Promise<Mailbox | null> {
   const now = services.clock.now();
-  const row = await services.store.write((trx) =>
-    trx.updateTable('mailboxes').set({ locked_until: now + leaseMs }).where('id', '=', id).where('locked_by', '=', worker).returningAll().executeTakeFirst(),
-  );
+  const row = await services.store.write((trx) => extendMailboxLease(trx, id, worker, now + leaseMs));
   return row ? normaliseMailbox(row) : null;
 }
 
 export async function recordMailboxConnected(services: Services, id: number, worker: string): Promise<void> {
   const now = services.clock.now();
-  await services.store.write((trx) =>
-    trx
-      .updateTable('mailboxes')
-      .set({ status: 'active', last_error: null, failures: 0, checked_at: now })
-      .where('id', '=', id)
-      .where('locked_by', '=', worker)
-      .execute(),
-  );
+  await services.store.write((trx) => updateLeasedMailbox(trx, id, worker, { status: 'active', last_error: null, failures: 0, checked_at: now }));
 }
 
 /**
@@ -86,34 +55,24 @@ export async function recordMailboxConnected(services: Services, id: number, wor
 export async function recordMailboxFailure(services: Services, id: number, worker: string, status: 'auth_failed' | 'error', error: string): Promise<void> {
   const now = services.clock.now();
   await services.store.write(async (trx) => {
-    const row = await trx.selectFrom('mailboxes').select('failures').where('id', '=', id).where('locked_by', '=', worker).executeTakeFirst();
-    if (!row) return;
-    const failures = Number(row.failures) + 1;
-    await trx
-      .updateTable('mailboxes')
-      .set({
-        status,
-        last_error: error.slice(0, 500),
-        failures,
-        checked_at: now,
-        next_check_at: now + mailboxRetryDelayMs(failures),
-        locked_by: null,
-        locked_until: null,
-      })
-      .where('id', '=', id)
-      .where('locked_by', '=', worker)
-      .execute();
+    const before = await findLeasedMailboxFailures(trx, id, worker);
+    if (before === undefined) return;
+    const failures = before + 1;
+    await updateLeasedMailbox(trx, id, worker, {
+      status,
+      last_error: error.slice(0, 500),
+      failures,
+      checked_at: now,
+      next_check_at: now + mailboxRetryDelayMs(failures),
+      locked_by: null,
+      locked_until: null,
+    });
   });
 }
 
 export async function releaseMailbox(services: Services, id: number, worker: string, nextCheckAt: number): Promise<void> {
   await services.store.write((trx) =>
-    trx
-      .updateTable('mailboxes')
-      .set({ locked_by: null, locked_until: null, next_check_at: nextCheckAt, checked_at: services.clock.now() })
-      .where('id', '=', id)
-      .where('locked_by', '=', worker)
-      .execute(),
+    updateLeasedMailbox(trx, id, worker, { locked_by: null, locked_until: null, next_check_at: nextCheckAt, checked_at: services.clock.now() }),
   );
 }
 
@@ -138,13 +97,7 @@ export async function enqueuePostback(services: Services, mailbox: Mailbox, work
     .write(async (trx) => {
       // Emails are handed over in ascending UID order by the one lease holder: the position is
       // simply the latest UID. The URL and secret are read here, so a rotation applies at once.
-      const current = await trx
-        .updateTable('mailboxes')
-        .set({ uid_validity: uidValidity, last_seen_uid: email.imapUid })
-        .where('id', '=', mailbox.id)
-        .where('locked_by', '=', worker)
-        .returning(['postback_url', 'postback_secret'])
-        .executeTakeFirst();
+      const current = await advanceMailboxPosition(trx, mailbox.id, worker, { uidValidity, lastSeenUid: email.imapUid });
       if (!current) return false;
       const postbackSecret = services.secrets.open(current.postback_secret);
       const headers = { 'X-PostageApp-Signature': signPostback(postbackSecret, message) };

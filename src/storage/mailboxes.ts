@@ -37,3 +37,77 @@ export async function updateMailbox(db: Tx, id: number, patch: MailboxPatch): Pr
 export async function deleteMailbox(db: Tx, id: number): Promise<void> {
   await db.deleteFrom('mailboxes').where('id', '=', id).execute();
 }
+
+// ---- the watcher's lease (operations/ingress.ts) ----
+// Every write below is guarded by `locked_by = worker`: a deleted or re-leased mailbox is left alone.
+
+/** Columns the lease holder changes: polling state, position and the lease itself. */
+export type LeasedMailboxPatch = Pick<
+  Updateable<MailboxesTable>,
+  'status' | 'last_error' | 'failures' | 'checked_at' | 'next_check_at' | 'locked_by' | 'locked_until'
+>;
+
+/** Leases up to `limit` due mailboxes (oldest next_check_at first): one UPDATE ... RETURNING. */
+export async function claimDueMailboxRows(
+  db: Tx,
+  opts: { worker: string; now: number; leaseMs: number; limit: number; skipLocked: boolean },
+): Promise<Mailbox[]> {
+  const { worker, now, leaseMs, limit } = opts;
+  // Picked once (MATERIALIZED): see claimDueOutbound in storage/outbound.ts for why.
+  return db
+    .with(
+      (cte) => cte('due').materialized(),
+      (qb) => {
+        let due = qb
+          .selectFrom('mailboxes')
+          .select('id')
+          .where('next_check_at', '<=', now)
+          .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
+          .orderBy('next_check_at')
+          .limit(limit);
+        if (opts.skipLocked) due = due.forUpdate().skipLocked();
+        return due;
+      },
+    )
+    .updateTable('mailboxes')
+    .set({ locked_by: worker, locked_until: now + leaseMs })
+    .where('id', 'in', (eb) => eb.selectFrom('due').select('due.id'))
+    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
+    .returningAll()
+    .execute();
+}
+
+/** The row with its lease moved to `lockedUntil`; undefined when it was deleted or taken over. */
+export async function extendMailboxLease(db: Tx, id: number, worker: string, lockedUntil: number): Promise<Mailbox | undefined> {
+  return db.updateTable('mailboxes').set({ locked_until: lockedUntil }).where('id', '=', id).where('locked_by', '=', worker).returningAll().executeTakeFirst();
+}
+
+/** The failure count of a mailbox this worker holds; undefined when it does not hold it. */
+export async function findLeasedMailboxFailures(db: Tx, id: number, worker: string): Promise<number | undefined> {
+  const row = await db.selectFrom('mailboxes').select('failures').where('id', '=', id).where('locked_by', '=', worker).executeTakeFirst();
+  return row ? Number(row.failures) : undefined;
+}
+
+export async function updateLeasedMailbox(db: Tx, id: number, worker: string, patch: LeasedMailboxPatch): Promise<void> {
+  await db.updateTable('mailboxes').set(patch).where('id', '=', id).where('locked_by', '=', worker).execute();
+}
+
+/**
+ * Moves the mailbox's IMAP position to `lastSeenUid` and returns where and how to post (read in
+ * the same statement, so a changed URL or rotated secret applies at once); undefined when the
+ * lease was lost.
+ */
+export async function advanceMailboxPosition(
+  db: Tx,
+  id: number,
+  worker: string,
+  position: { uidValidity: string; lastSeenUid: number },
+): Promise<Pick<Mailbox, 'postback_url' | 'postback_secret'> | undefined> {
+  return db
+    .updateTable('mailboxes')
+    .set({ uid_validity: position.uidValidity, last_seen_uid: position.lastSeenUid })
+    .where('id', '=', id)
+    .where('locked_by', '=', worker)
+    .returning(['postback_url', 'postback_secret'])
+    .executeTakeFirst();
+}
