@@ -84,9 +84,17 @@ export function preferredTextEncoding(...texts: Array<string | undefined>): 'quo
   return other < latin ? 'quoted-printable' : 'base64';
 }
 
-/** The message for one recipient: its To header line, then the shared MIME. */
-export function addressedMime(composed: ComposedMime, recipient: string, recipientName: string | null): Buffer {
-  return Buffer.concat([Buffer.from(`To: ${formatAddressHeader(recipient, recipientName)}\r\n`, 'utf8'), composed.mime]);
+/** Above this size a copy is sent as its two parts rather than copied into one buffer. */
+const COPY_LIMIT_BYTES = 256 * 1024;
+
+/**
+ * The message for one recipient: its To header line, then the shared MIME. Small messages are one
+ * buffer (cheapest to write); large ones stay two parts, so 64 copies in flight of a 20 MB message
+ * share its bytes instead of holding 64 copies of them.
+ */
+export function addressedMime(composed: ComposedMime, recipient: string, recipientName: string | null): Buffer | Buffer[] {
+  const to = Buffer.from(`To: ${formatAddressHeader(recipient, recipientName)}\r\n`, 'utf8');
+  return composed.mime.length > COPY_LIMIT_BYTES ? [to, composed.mime] : Buffer.concat([to, composed.mime]);
 }
 
 /** "Name <address>" for a header: the name quoted or RFC 2047-encoded as needed. */

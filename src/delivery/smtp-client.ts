@@ -18,6 +18,7 @@
 import nodemailer, { type Transporter } from 'nodemailer';
 import DKIM from 'nodemailer/lib/dkim/index.js';
 import net from 'node:net';
+import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { splitReply, type SmtpExchange, type SmtpStage } from '../domain/classify-smtp-reply.ts';
 import type { DkimKey } from './dkim.ts';
@@ -44,6 +45,9 @@ export interface Envelope {
   from: string;
   to: string;
 }
+
+/** A whole message, or its parts in order (large messages: the shared MIME is never copied). */
+export type MessageBytes = Buffer | readonly Buffer[];
 
 export interface SendResult extends SmtpExchange {
   /** the destination's host name (what the attempt records) */
@@ -98,7 +102,7 @@ export class SmtpClient {
    * could not be talked to at all (refused, unreachable, timed out before its greeting, or a 421
    * greeting). Any reply to the transaction itself ends the attempt.
    */
-  async sendVia(destinations: readonly Destination[], envelope: Envelope, raw: Buffer, dkim: DkimKey | null): Promise<SendResult> {
+  async sendVia(destinations: readonly Destination[], envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null): Promise<SendResult> {
     let last: SendResult | null = null;
     for (const destination of destinations) {
       last = await this.send(destination, envelope, raw, dkim);
@@ -107,7 +111,7 @@ export class SmtpClient {
     return last ?? { code: null, text: 'no destination to try', stage: 'connect', failure: 'unreachable', host: '' };
   }
 
-  async send(destination: Destination, envelope: Envelope, raw: Buffer, dkim: DkimKey | null): Promise<SendResult> {
+  async send(destination: Destination, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null): Promise<SendResult> {
     // Opportunistic TLS, like Postfix's "may": a STARTTLS that fails (broken TLS stack, no
     // common cipher) is retried at once in plain text rather than deferring the mail for days, and
     // the destination is sent plain text for a while. Not for implicit TLS (smtps), not with
@@ -125,7 +129,7 @@ export class SmtpClient {
     return result;
   }
 
-  private async sendOnce(destination: Destination, envelope: Envelope, raw: Buffer, dkim: DkimKey | null, plain: boolean): Promise<SendResult> {
+  private async sendOnce(destination: Destination, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null, plain: boolean): Promise<SendResult> {
     if (this.closed) return { code: null, text: 'delivery is shutting down', stage: 'connect', failure: 'dropped', host: destination.name };
     const pool = this.poolFor(destination, plain);
     pool.inFlight++;
@@ -242,7 +246,7 @@ export function connectWithoutNagle(
  * only the envelope and the bytes (a Buffer is written as is, dot-stuffed by the connection);
  * DKIM signing is Nodemailer's signer over the same bytes.
  */
-function sendRaw(transport: Transporter, envelope: Envelope, raw: Buffer, dkim: DkimKey | null): Promise<{ response?: string }> {
+function sendRaw(transport: Transporter, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null): Promise<{ response?: string }> {
   const pool = (transport as unknown as { transporter: { send(mail: unknown, cb: (err: Error | null, info?: { response?: string }) => void): boolean } }).transporter;
   const signer = dkim ? new DKIM({ domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey }) : null;
   const mail = {
@@ -252,7 +256,10 @@ function sendRaw(transport: Transporter, envelope: Envelope, raw: Buffer, dkim: 
       messageId: () => '',
       getHeader: () => '',
       // Called again when the pool requeues the message on a fresh connection.
-      createReadStream: () => (signer ? signer.sign(raw) : raw),
+      createReadStream: () => {
+        const bytes = Buffer.isBuffer(raw) ? raw : Readable.from(raw, { objectMode: false });
+        return signer ? signer.sign(bytes) : bytes;
+      },
     },
   };
   return new Promise((resolve, reject) => {

@@ -2,6 +2,9 @@
 // and what the transmission, its attempts, the suppression list and the event outbox then say.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { randomBytes } from 'node:crypto';
+import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
+import { simpleParser } from 'mailparser';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { findActiveSuppression } from '../../src/storage/suppressions.ts';
 import { headerOf, reply, startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
@@ -126,6 +129,33 @@ describe('delivery outcomes against scripted SMTP servers', () => {
     assert.deepEqual(copies.map((m) => headerOf(m.raw, 'to')).sort(), ['<orig1@elsewhere.test>', '<orig2@elsewhere.test>']);
     const t = await h.transmission('orig1@elsewhere.test');
     assert.equal(t.status, 'completed');
+  });
+
+  it('a large message (sent in parts, never copied per recipient) arrives whole and DKIM-signed', async () => {
+    const domain = await h.t.call('create_domain', { api_key: h.seed.accountKey, arguments: { name: 'big.example' } });
+    assert.equal(domain.status, 200, JSON.stringify(domain.body));
+    const dkimRecord = domain.body.data.domain.dns_records.dkim;
+    const bytes = randomBytes(400 * 1024);
+    await h.send(
+      simpleMessage(['big1@ok.test', 'big2@ok.test'], {
+        headers: { from: 'Big <news@big.example>', subject: 'Large' },
+        attachments: { 'data.bin': { content_type: 'application/octet-stream', content: bytes.toString('base64') } },
+      }),
+    );
+    assert.equal(await h.drain(), 2);
+    const resolver = async (name: string, type: string) => {
+      if (type === 'TXT' && name === dkimRecord.name) return [[dkimRecord.value.slice(0, 255), dkimRecord.value.slice(255)]];
+      throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
+    };
+    for (const rcpt of ['big1@ok.test', 'big2@ok.test']) {
+      const mail = ok.received.find((m) => m.to[0] === rcpt)!;
+      assert.ok(mail.raw.length > 400 * 1024);
+      assert.equal(headerOf(mail.raw, 'to'), `<${rcpt}>`);
+      const parsed = await simpleParser(mail.raw);
+      assert.ok(parsed.attachments[0].content.equals(bytes), 'the attachment arrived byte for byte');
+      const verified = await dkimVerify(mail.raw, { resolver });
+      assert.equal(verified.results[0].status.result, 'pass', JSON.stringify(verified.results[0].status));
+    }
   });
 
   it('a 550 on RCPT fails at once, suppresses the address (hard bounce) and says bounced', async () => {
