@@ -5,6 +5,7 @@
 import type { EventType } from '../storage/events.ts';
 import { recordEvent } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
+import { findTransmissionSubject, setFirstTrackingTime } from '../storage/transmissions.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from './context.ts';
 
@@ -29,13 +30,7 @@ async function record(services: Services, hit: TrackingHit, kinds: Array<'opened
     let any = false;
     for (const kind of kinds) {
       const column = kind === 'opened' ? 'opened_at' : 'clicked_at';
-      const updated = await trx
-        .updateTable('transmissions')
-        .set({ [column]: now })
-        .where('id', '=', hit.transmissionId)
-        .where(column, 'is', null)
-        .executeTakeFirst();
-      if (Number(updated.numUpdatedRows) !== 1) continue;
+      if (!(await setFirstTrackingTime(trx, hit.transmissionId, column, now))) continue;
       await writeEvent(trx, kind, hit, now);
       any = true;
     }
@@ -45,23 +40,7 @@ async function record(services: Services, hit: TrackingHit, kinds: Array<'opened
 }
 
 async function writeEvent(trx: Tx, type: EventType, hit: TrackingHit, now: number): Promise<void> {
-  const row = await trx
-    .selectFrom('transmissions')
-    .innerJoin('messages', 'messages.id', 'transmissions.message_id')
-    .innerJoin('projects', 'projects.id', 'messages.project_id')
-    .select([
-      'transmissions.id as transmission_id',
-      'transmissions.recipient',
-      'transmissions.variables',
-      'messages.id as message_id',
-      'messages.uid as message_uid',
-      'messages.unique_id',
-      'projects.id as project_id',
-      'projects.uid as project_uid',
-      'projects.account_id',
-    ])
-    .where('transmissions.id', '=', hit.transmissionId)
-    .executeTakeFirst();
+  const row = await findTransmissionSubject(trx, hit.transmissionId);
   if (!row) return;
   let variables: unknown = null;
   try {

@@ -35,3 +35,33 @@ export async function insertTransmissions(db: Tx, rows: readonly AcceptedTransmi
 export async function listTransmissionsByMessage(db: Tx, messageId: number): Promise<Transmission[]> {
   return db.selectFrom('transmissions').selectAll().where('message_id', '=', messageId).orderBy('id').execute();
 }
+
+/**
+ * Sets the first open (opened_at) or click (clicked_at) of a transmission: true when this call set
+ * it, false when it was already set (or the transmission is gone).
+ */
+export async function setFirstTrackingTime(db: Tx, id: number, column: 'opened_at' | 'clicked_at', now: number): Promise<boolean> {
+  const updated = await db.updateTable('transmissions').set({ [column]: now }).where('id', '=', id).where(column, 'is', null).executeTakeFirst();
+  return Number(updated.numUpdatedRows) === 1;
+}
+
+/** What an event about a transmission names: the transmission, its message and its project. */
+export async function findTransmissionSubject(db: Tx, id: number) {
+  return db
+    .selectFrom('transmissions')
+    .innerJoin('messages', 'messages.id', 'transmissions.message_id')
+    .innerJoin('projects', 'projects.id', 'messages.project_id')
+    .select([
+      'transmissions.id as transmission_id',
+      'transmissions.recipient',
+      'transmissions.variables',
+      'messages.id as message_id',
+      'messages.uid as message_uid',
+      'messages.unique_id',
+      'projects.id as project_id',
+      'projects.uid as project_uid',
+      'projects.account_id',
+    ])
+    .where('transmissions.id', '=', id)
+    .executeTakeFirst();
+}
