@@ -12,8 +12,7 @@
 //
 // Every loop is bounded in count and time; every figure is the median of --runs runs; every child
 // process, temporary directory, Postfix instance and database is removed at the end, also on error
-// or Ctrl-C. Options: --runs N, --only 1,2,..., --messages N (end to end), --ingest-seconds S,
-// --history-rows N, --queued N, --profile (CPU profiles of ingest and end to end), --no-write.
+// or Ctrl-C. Options: `npm run bench -- --help`.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -42,15 +41,43 @@ const { values: args } = parseArgs({
     /** extra node options for the service process, e.g. --node-args="--max-semi-space-size=32" */
     'node-args': { type: 'string', default: '' },
     'pg-url': { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
+    help: { type: 'boolean', default: false },
   },
 });
 
-const RUNS = Math.max(1, Math.min(9, Number(args.runs)));
+if (args.help) {
+  process.stdout.write(`usage: npm run bench [-- options]
+  --runs N             runs per figure, the median is reported (default 3, at most 9)
+  --only LIST          figures to run: 1,1n,2,3,4,4s,5,6,7 (default all)
+  --messages N         messages per end-to-end run, Postfix and Posthorn (default 20000)
+  --ingest-seconds S   length of one ingest run (default 10)
+  --history-rows N     transmissions seeded for the history figure (default 1000000)
+  --queued N           transmissions queued for the memory figure (default 100000)
+  --profile            CPU profiles (node --cpu-prof) of ingest, end to end and the worker, summarised
+  --no-write           print the table only; leave docs/benchmarks.md alone
+  --serve-args "..."   extra posthorn serve options (experiments)
+  --node-args "..."    extra node options of the service process (experiments)
+  --pg-url URL         PostgreSQL server for figure 5 (a database is created and dropped)
+`);
+  process.exit(0);
+}
+
+/** A whole-number option within [min, max]; anything else stops the bench before it starts. */
+function intArg(name: keyof typeof args, min: number, max: number): number {
+  const value = Number(args[name]);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    process.stderr.write(`bench: --${name} must be a whole number from ${min} to ${max}, got "${String(args[name])}"\n`);
+    process.exit(2);
+  }
+  return value;
+}
+
+const RUNS = intArg('runs', 1, 9);
 const ONLY = args.only ? new Set(args.only.split(',').map((s) => s.trim())) : null;
-const E2E_MESSAGES = Math.max(100, Math.min(1_000_000, Number(args.messages)));
-const INGEST_SECONDS = Math.max(1, Math.min(120, Number(args['ingest-seconds'])));
-const HISTORY_ROWS = Math.max(1000, Math.min(10_000_000, Number(args['history-rows'])));
-const QUEUED = Math.max(1000, Math.min(1_000_000, Number(args.queued)));
+const E2E_MESSAGES = intArg('messages', 100, 1_000_000);
+const INGEST_SECONDS = intArg('ingest-seconds', 1, 120);
+const HISTORY_ROWS = intArg('history-rows', 1000, 10_000_000);
+const QUEUED = intArg('queued', 1000, 1_000_000);
 const SERVE_ARGS = args['serve-args']!.split(/\s+/).filter(Boolean);
 const NODE_ARGS = args['node-args']!.split(/\s+/).filter(Boolean);
 const CONNECTIONS = 50;
