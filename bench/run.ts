@@ -54,7 +54,7 @@ if (args.help) {
   --history-rows N     transmissions seeded for the history figure (default 1000000)
   --queued N           transmissions queued for the memory figure (default 100000)
   --profile            CPU profiles (node --cpu-prof) of ingest, end to end and the worker, summarised
-  --no-write           print the table only; leave docs/benchmarks.md alone
+  --no-write           print the table only; leave docs/benchmarks.md alone (implied by --only)
   --serve-args "..."   extra posthorn serve options (experiments)
   --node-args "..."    extra node options of the service process (experiments)
   --pg-url URL         PostgreSQL server for figure 5 (a database is created and dropped)
@@ -567,7 +567,9 @@ async function main(): Promise<number> {
     `6: ${HISTORY_ROWS.toLocaleString('en-US')} transmissions (${HISTORY_PER_MESSAGE} per message, created over 20 days) written with direct SQL, then ${HISTORY_REQUESTS} sequential messages_history requests (per_page 250) per page per run.`,
     `7a: VmHWM of the service process at the end of 4 (Postfix: the peak of the summed PSS, proportional set size, of its master and children, sampled every 100 ms during 2). 7b: ${QUEUED.toLocaleString('en-US')} single-recipient messages queued through the API by a \`--role api\` process, then a \`--role worker\` process drains them to smtp-sink; its VmHWM.`,
   ];
-  if (!args['no-write']) {
+  if (ONLY !== null && !args['no-write']) {
+    log('--only: docs/benchmarks.md is written by full runs only; left alone');
+  } else if (!args['no-write']) {
     const doc = path.join(ROOT, 'docs', 'benchmarks.md');
     fs.writeFileSync(doc, formatMarkdown(figures, machine, command, settings));
     log(`wrote ${path.relative(ROOT, doc)}`);
