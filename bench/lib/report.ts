@@ -150,7 +150,9 @@ the receiver (Postfix's smtp-sink), Postfix and Posthorn share the same cores.
 ## Results
 
 Each figure is the median of the runs listed; "Ratio" is Posthorn's figure divided by Postfix's
-comparable figure measured in the same bench run (for memory, lower is better).
+comparable figure measured in the same bench run (for memory and CPU per message, lower is
+better). The CPU figures and the notes on CPU waiting say how much of each throughput this shared
+machine took away: see [decisions/0003-performance.md](decisions/0003-performance.md).
 
 | ${HEADER.join(' | ')} |
 |${HEADER.map(() => '---').join('|')}|
