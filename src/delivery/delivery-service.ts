@@ -25,6 +25,7 @@ import {
   finishTransmission,
   finishTransmissions,
   releaseTransmissions,
+  renewLeases,
   type ClaimedTransmission,
   type FinishInput,
   type FinishState,
@@ -99,6 +100,7 @@ export class DeliveryService implements BackgroundService {
   private wokeDuringClaim = false;
   private stopping = false;
   private pollTimer: NodeJS.Timeout | null = null;
+  private renewTimer: NodeJS.Timeout | null = null;
   private unlisten: (() => Promise<void>) | null = null;
   private eventsWakeTimer: NodeJS.Timeout | null = null;
   private readonly stopGraceMs: number;
@@ -133,13 +135,25 @@ export class DeliveryService implements BackgroundService {
     this.unlisten = await this.services.store.onWake('transmissions', () => this.wake());
     this.pollTimer = setInterval(() => this.wake(), Math.max(10, this.services.config.pollMs));
     this.pollTimer.unref();
+    // Leases are renewed at a third of their length while their deliveries run.
+    this.renewTimer = setInterval(() => void this.renewLeases().catch((err) => this.services.log.error({ err }, 'renewing leases failed')), Math.max(1000, Math.floor(this.services.config.leaseMs / 3)));
+    this.renewTimer.unref();
     this.wake();
+  }
+
+  /** Extends the lease of every transmission this worker has in flight; returns how many. */
+  async renewLeases(): Promise<number> {
+    const ids = [...this.inFlight.keys()];
+    if (ids.length === 0) return 0;
+    const { store, clock, config } = this.services;
+    return store.write((trx) => renewLeases(trx, this.workerId, ids, clock.now(), config.leaseMs));
   }
 
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
     if (this.pollTimer) clearInterval(this.pollTimer);
+    if (this.renewTimer) clearInterval(this.renewTimer);
     await this.unlisten?.();
     const drained = Promise.allSettled([...this.inFlight.values()]);
     let timer: NodeJS.Timeout | undefined;

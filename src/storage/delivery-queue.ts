@@ -168,6 +168,26 @@ export function powerOfTwoChunks<T>(rows: readonly T[], max: number): T[][] {
 }
 
 /**
+ * Extends the leases this worker still holds (a slow SMTP conversation must not outlive its lease:
+ * another worker would send the same message meanwhile). `ids` is padded to a power of two so
+ * the statement keeps a few shapes. Returns how many rows were extended.
+ */
+export async function renewLeases(trx: Tx, worker: string, ids: readonly number[], now: number, leaseMs: number): Promise<number> {
+  if (ids.length === 0) return 0;
+  let size = 1;
+  while (size < ids.length) size *= 2;
+  const padded = [...ids];
+  while (padded.length < size) padded.push(ids[ids.length - 1]);
+  const result = await trx
+    .updateTable('transmissions')
+    .set({ locked_until: now + leaseMs, next_attempt_at: now + leaseMs })
+    .where('id', 'in', padded)
+    .where('locked_by', '=', worker)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/**
  * Gives claimed rows back (graceful stop with work still in flight): due at once, unlocked, so the
  * next process takes them without waiting for the lease. Only rows this worker still holds.
  */

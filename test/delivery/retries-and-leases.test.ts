@@ -135,6 +135,32 @@ describe('leases', () => {
     assert.equal((await h.attempts(t.id)).length, 1, 'no attempt row for the lost lease');
   });
 
+  it('a slow delivery renews its lease, so nobody else takes the row meanwhile', async () => {
+    const slow = await startSmtpPeer({ dataDelayMs: 400 });
+    const h2 = await startDeliveryHarness({ clock, config: { transportMap: [slow.transportFor('*')], leaseMs: 5 * MIN } });
+    try {
+      await h2.send(simpleMessage('patient@example.test'));
+      const store = h2.t.app.services.store;
+      const running = h2.worker.runOnce();
+      const deadline = Date.now() + 10_000;
+      while (slow.attempts.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      // The SMTP conversation is in progress; almost the whole lease passes.
+      clock.advance(5 * MIN - 1000);
+      assert.equal(await h2.worker.renewLeases(), 1);
+      const row = await h2.transmission('patient@example.test');
+      assert.equal(row.locked_until, clock.now() + 5 * MIN);
+      clock.advance(2000); // past the original lease, within the renewed one
+      const stolen = await store.write((trx) => claimDueTransmissions(trx, { worker: 'thief', now: clock.now(), leaseMs: 5 * MIN, limit: 10, skipLocked: store.dialect.skipLocked }));
+      assert.deepEqual(stolen, []);
+      assert.equal(await running, 1);
+      assert.equal((await h2.transmission('patient@example.test')).status, 'completed');
+      assert.equal(await h2.worker.renewLeases(), 0, 'nothing left in flight');
+    } finally {
+      await h2.close();
+      await slow.close();
+    }
+  });
+
   it('a worker whose lease was taken over records nothing when its send finishes', async () => {
     await h.send(simpleMessage('slowpoke@example.test'));
     const store = h.t.app.services.store;
