@@ -1,18 +1,10 @@
 // Delivery configuration methods (issue 3): the suppression list by hand (project key) and sending
 // domains with their DKIM keys and DNS records (account key). docs/domains-and-bounces.md.
 import type { Args } from '../../domain/args.ts';
-import { ApiError } from '../../domain/errors.ts';
 import { formatIsoTime } from '../../domain/time.ts';
-import type { Caller } from '../../operations/context.ts';
 import { checkDomain, createDomain, getDomain, listDomains, removeDomain, type DomainView } from '../../operations/domains.ts';
 import { addToSuppressionList, removeFromSuppressionList } from '../../operations/suppressions.ts';
-import type { Project } from '../../storage/schema.ts';
-import { defineMethods } from './types.ts';
-
-function projectOf(caller: Caller): Project {
-  if (!caller.project) throw new ApiError('unauthorized', 'This method needs a project API key.');
-  return caller.project;
-}
+import { defineMethods, projectOf } from './types.ts';
 
 /** `address` (one string) and/or `addresses` (an array of strings, or one string). */
 function readAddresses(args: Args): string[] {

@@ -3,7 +3,7 @@
 import { Args } from '../../domain/args.ts';
 import { ApiError, callError } from '../../domain/errors.ts';
 import { parseApiDate } from '../../domain/time.ts';
-import type { Caller, Services } from '../../operations/context.ts';
+import type { Services } from '../../operations/context.ts';
 import { listTransmissionHistory } from '../../operations/reports/history.ts';
 import {
   getMessageDeliveryStatus,
@@ -16,19 +16,12 @@ import { listMessages } from '../../operations/reports/messages.ts';
 import { getProjectMetrics } from '../../operations/reports/metrics.ts';
 import { getSuppressionList } from '../../operations/reports/suppression-list.ts';
 import { getAccountInfo, getProjectInfo } from '../../operations/reports/usage-info.ts';
-import type { Project } from '../../storage/schema.ts';
-import { defineMethods, type MethodCall } from './types.ts';
+import { defineMethods, projectOf, type MethodCall } from './types.ts';
 
 /** Default per_page of every listing (the spec's figure), lowered to the configured maximum. */
 const DEFAULT_PER_PAGE = 250;
 /** Keeps (page - 1) * per_page a safe integer whatever the client sends. */
 const MAX_PAGE = 1_000_000_000;
-
-/** Methods with key 'project' are only routed here with a project key (http/server.ts). */
-function projectOf(caller: Caller): Project {
-  if (!caller.project) throw new ApiError('unauthorized', 'This method needs a project API key.');
-  return caller.project;
-}
 
 /**
  * The message a lookup is about: `arguments.uid` when given, else the request's top-level uid

@@ -1,7 +1,9 @@
 // One row of the method table: which key may call it and what it does. Handlers read their
 // arguments with Args (domain/args.ts), call operations, and return the `data` of the envelope.
 import type { Args, Json, JsonObject } from '../../domain/args.ts';
+import { ApiError } from '../../domain/errors.ts';
 import type { Caller, KeyKind, Services } from '../../operations/context.ts';
+import type { Project } from '../../storage/schema.ts';
 
 export interface MethodCall {
   readonly services: Services;
@@ -26,6 +28,15 @@ export interface MethodDef {
   /** one line for docs and get_method_list consumers */
   readonly summary: string;
   run(call: MethodCall): Promise<MethodResult>;
+}
+
+/**
+ * The caller's project. Methods with key 'project' are only routed with a project key
+ * (http/server.ts), so the 401 here is a guard for the type, not a path a client can reach.
+ */
+export function projectOf(caller: Caller): Project {
+  if (!caller.project) throw new ApiError('unauthorized', 'This method needs a project API key.');
+  return caller.project;
 }
 
 export function defineMethods(defs: MethodDef[]): MethodDef[] {
