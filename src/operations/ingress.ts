@@ -5,6 +5,7 @@
 // Invariants: every write to a leased mailbox row is guarded by `locked_by = worker` (a deleted or
 // re-leased mailbox is left alone); an email is enqueued together with the advance of
 // last_seen_uid, in one transaction, so a crash either posts it or fetches it again.
+import { postbackRefOf } from '../domain/outbound-refs.ts';
 import type { Mailbox } from '../storage/schema.ts';
 import { advanceMailboxPosition, claimDueMailboxRows, extendMailboxLease, findLeasedMailboxFailures, updateLeasedMailbox } from '../storage/mailboxes.ts';
 import { insertInboundEmail, listPostingInboundEmails, setInboundEmailState } from '../storage/inbound-emails.ts';
@@ -103,7 +104,7 @@ export async function enqueuePostback(services: Services, mailbox: Mailbox, work
       const headers = { 'X-PostageApp-Signature': signPostback(postbackSecret, message) };
       const outboundId = await enqueueOutbound(
         trx,
-        { accountId: mailbox.account_id, projectId: null, kind: 'postback', url: current.postback_url, body, headers, ref: `mailbox:${mailbox.uid}` },
+        { accountId: mailbox.account_id, projectId: null, kind: 'postback', url: current.postback_url, body, headers, ref: postbackRefOf(mailbox.uid) },
         now,
       );
       const inserted = await insertInboundEmail(trx, {

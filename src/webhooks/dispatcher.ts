@@ -14,6 +14,7 @@
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { BackgroundService } from '../background.ts';
+import { eventIdOf, mailboxUidOfRef, postbackRefOf } from '../domain/outbound-refs.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../operations/context.ts';
 import {
@@ -313,16 +314,16 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
 
 /** Current postback URLs of the mailboxes the claimed postbacks came from (ref "mailbox:<uid>"). */
 async function findPostbackUrls(db: Services['store']['db'], requests: OutboundRequest[]): Promise<Map<string, string>> {
-  const wanted = requests.filter((r) => r.kind === 'postback' && r.ref?.startsWith('mailbox:'));
+  const wanted = requests.filter((r) => r.kind === 'postback' && mailboxUidOfRef(r.ref) !== null);
   const out = new Map<string, string>();
   if (wanted.length === 0) return out;
   const rows = await db
     .selectFrom('mailboxes')
     .select(['account_id', 'uid', 'postback_url'])
     .where('account_id', 'in', [...new Set(wanted.map((r) => r.account_id))])
-    .where('uid', 'in', [...new Set(wanted.map((r) => r.ref!.slice('mailbox:'.length)))])
+    .where('uid', 'in', [...new Set(wanted.map((r) => mailboxUidOfRef(r.ref)!))])
     .execute();
-  for (const row of rows) out.set(`${Number(row.account_id)}:mailbox:${row.uid}`, row.postback_url);
+  for (const row of rows) out.set(`${Number(row.account_id)}:${postbackRefOf(row.uid)}`, row.postback_url);
   return out;
 }
 
@@ -333,10 +334,6 @@ function endpointWants(hook: Webhook, event: ClaimedEvent): boolean {
   if (hook.project_id !== null && Number(hook.project_id) !== event.project_id) return false;
   const wanted = JSON.parse(hook.events) as string[];
   return wanted.includes(event.type);
-}
-
-export function eventIdOf(eventId: number): string {
-  return `evt_${eventId}`;
 }
 
 function webhookRequestRow(hook: Webhook, event: ClaimedEvent, projects: Map<number, string>, now: number): NewOutboundRow {

@@ -3,6 +3,7 @@
 // create_webhook and rotate_webhook_secret.
 import type { Args } from '../../domain/args.ts';
 import { ApiError } from '../../domain/errors.ts';
+import { eventIdOf, mailboxUidOfRef } from '../../domain/outbound-refs.ts';
 import { formatIsoTime } from '../../domain/time.ts';
 import {
   createWebhook,
@@ -39,9 +40,9 @@ function presentDelivery(view: DeliveryView) {
     id: r.id,
     kind: r.kind,
     webhook_uid: view.webhookUid,
-    mailbox_uid: r.kind === 'postback' && r.ref?.startsWith('mailbox:') ? r.ref.slice('mailbox:'.length) : null,
+    mailbox_uid: r.kind === 'postback' ? mailboxUidOfRef(r.ref) : null,
     event: r.event_type,
-    event_id: r.event_id === null ? null : `evt_${r.event_id}`,
+    event_id: r.event_id === null ? null : eventIdOf(r.event_id),
     url: r.url,
     status: r.state,
     attempts: r.attempts,
