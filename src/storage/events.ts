@@ -24,3 +24,9 @@ export async function recordEvent(db: Tx, event: NewEvent): Promise<void> {
     })
     .execute();
 }
+
+/** Whether some event still waits for the dispatcher's fan-out. */
+export async function hasUndispatchedEvents(db: Tx): Promise<boolean> {
+  const rows = await db.selectFrom('events').select('id').where('dispatched_at', 'is', null).limit(1).execute();
+  return rows.length > 0;
+}

@@ -38,6 +38,16 @@ export async function deleteMailbox(db: Tx, id: number): Promise<void> {
   await db.deleteFrom('mailboxes').where('id', '=', id).execute();
 }
 
+/** The postback URLs of the named mailboxes (account ids and uids are matched separately: callers filter). */
+export async function listPostbackUrls(
+  db: Tx,
+  accountIds: readonly number[],
+  uids: readonly string[],
+): Promise<Array<Pick<Mailbox, 'account_id' | 'uid' | 'postback_url'>>> {
+  if (accountIds.length === 0 || uids.length === 0) return [];
+  return db.selectFrom('mailboxes').select(['account_id', 'uid', 'postback_url']).where('account_id', 'in', accountIds).where('uid', 'in', uids).execute();
+}
+
 // ---- the watcher's lease (operations/ingress.ts) ----
 // Every write below is guarded by `locked_by = worker`: a deleted or re-leased mailbox is left alone.
 

@@ -120,6 +120,12 @@ export async function holdBackDestination(db: Tx, hold: DestinationHold): Promis
   await q.execute();
 }
 
+/** Whether some pending request is due at `now`. */
+export async function hasDueOutbound(db: Tx, now: number): Promise<boolean> {
+  const rows = await db.selectFrom('outbound_requests').select('id').where('state', '=', 'pending').where('next_attempt_at', '<=', now).limit(1).execute();
+  return rows.length > 0;
+}
+
 export async function insertOutboundAttempt(db: Tx, row: Omit<OutboundAttempt, 'id'>): Promise<void> {
   await db.insertInto('outbound_attempts').values(row).execute();
 }

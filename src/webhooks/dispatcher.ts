@@ -20,6 +20,7 @@ import type { Services } from '../operations/context.ts';
 import {
   claimDueOutbound,
   finishOutbound,
+  hasDueOutbound,
   holdBackDestination,
   insertOutboundAttempt,
   insertOutboundMany,
@@ -28,6 +29,8 @@ import {
   type NewOutboundRow,
   type OutboundFinish,
 } from '../storage/outbound.ts';
+import { hasUndispatchedEvents } from '../storage/events.ts';
+import { listPostbackUrls } from '../storage/mailboxes.ts';
 import type { OutboundAttempt, OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
 import { claimUndispatchedEvents, findProjectUids, findWebhooksByIds, listActiveWebhooksOf, type ClaimedEvent } from '../storage/webhooks.ts';
 import { postOnce, type PostOutcome } from './http-post.ts';
@@ -298,15 +301,9 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
           continue;
         }
         const now = clock.now();
-        const due = await store.db
-          .selectFrom('outbound_requests')
-          .select('id')
-          .where('state', '=', 'pending')
-          .where('next_attempt_at', '<=', now)
-          .limit(1)
-          .execute();
-        const undispatched = await store.db.selectFrom('events').select('id').where('dispatched_at', 'is', null).limit(1).execute();
-        if (due.length === 0 && undispatched.length === 0) return;
+        const due = await hasDueOutbound(store.db, now);
+        const undispatched = await hasUndispatchedEvents(store.db);
+        if (!due && !undispatched) return;
       }
     },
   };
@@ -317,12 +314,7 @@ async function findPostbackUrls(db: Services['store']['db'], requests: OutboundR
   const wanted = requests.filter((r) => r.kind === 'postback' && mailboxUidOfRef(r.ref) !== null);
   const out = new Map<string, string>();
   if (wanted.length === 0) return out;
-  const rows = await db
-    .selectFrom('mailboxes')
-    .select(['account_id', 'uid', 'postback_url'])
-    .where('account_id', 'in', [...new Set(wanted.map((r) => r.account_id))])
-    .where('uid', 'in', [...new Set(wanted.map((r) => mailboxUidOfRef(r.ref)!))])
-    .execute();
+  const rows = await listPostbackUrls(db, [...new Set(wanted.map((r) => r.account_id))], [...new Set(wanted.map((r) => mailboxUidOfRef(r.ref)!))]);
   for (const row of rows) out.set(`${Number(row.account_id)}:${postbackRefOf(row.uid)}`, row.postback_url);
   return out;
 }
