@@ -30,7 +30,8 @@ export interface TemplateLevel extends ContentLevel {
 export type MergedContent = Omit<ContentLevel, 'css'>;
 
 /** Longest chain of a template and its layouts that is resolved (operations/templates.ts keeps
- * stored chains within the same bound; this guards against rows written around it). */
+ * stored chains within this same bound, as MAX_TEMPLATE_CHAIN; here it guards against rows
+ * written around it). */
 export const MAX_LAYOUT_CHAIN = 8;
 
 const SLOT = /\{\{\s*\*\s*\}\}/;

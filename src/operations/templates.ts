@@ -7,6 +7,7 @@
 // that exists can always be resolved by send_message.
 import { invalidArgument } from '../domain/args.ts';
 import { ApiError, limitReached } from '../domain/errors.ts';
+import { MAX_LAYOUT_CHAIN } from '../domain/templates.ts';
 import type { Project, Template } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
 import {
@@ -23,8 +24,11 @@ import {
 import type { Caller, Services } from './context.ts';
 import { findAccountProject } from './projects.ts';
 
-/** Longest chain of a template and its parent layouts (the sample templates make a chain of 2). */
-export const MAX_TEMPLATE_CHAIN = 8;
+/**
+ * Longest chain of a template and its parent layouts (the sample templates make a chain of 2): the
+ * bound send_message resolves (domain/templates.ts), so every stored chain can be sent.
+ */
+export const MAX_TEMPLATE_CHAIN = MAX_LAYOUT_CHAIN;
 
 export const TEMPLATE_LIMITS = Object.freeze({
   templatesPerProject: 1000,
