@@ -12,7 +12,7 @@ import type { OutboundAttempt, OutboundRequest, Webhook } from '../storage/outbo
 import { findProjectById, findProjectByUid } from '../storage/projects.ts';
 import type { Account } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
-import { countWebhooks, deleteWebhook as deleteWebhookRow, findWebhookByUid, insertWebhook, listWebhooks as listWebhookRows, updateWebhook as updateWebhookRow } from '../storage/webhooks.ts';
+import { countWebhooks, deleteWebhook as deleteWebhookRow, findProjectUids, findWebhookByUid, insertWebhook, listWebhooks as listWebhookRows, updateWebhook as updateWebhookRow } from '../storage/webhooks.ts';
 import { generateWebhookSecret } from '../webhooks/sign.ts';
 import type { Services } from './context.ts';
 import { checkOutboundUrl } from './outbound-url.ts';
@@ -96,10 +96,11 @@ export async function createWebhook(services: Services, account: Account, input:
 }
 
 export async function listWebhooks(services: Services, account: Account): Promise<WebhookView[]> {
-  const rows = await listWebhookRows(services.store.db, account.id);
-  const out: WebhookView[] = [];
-  for (const webhook of rows) out.push({ webhook, projectUid: await projectUidOf(services.store.db, webhook.project_id) });
-  return out;
+  const db = services.store.db;
+  const rows = await listWebhookRows(db, account.id);
+  // One query for the scopes of all endpoints (at most WEBHOOK_LIMITS.webhooksPerAccount).
+  const projectUids = await findProjectUids(db, [...new Set(rows.flatMap((w) => (w.project_id === null ? [] : [Number(w.project_id)])))]);
+  return rows.map((webhook) => ({ webhook, projectUid: webhook.project_id === null ? null : (projectUids.get(Number(webhook.project_id)) ?? null) }));
 }
 
 export async function updateWebhook(services: Services, account: Account, uid: string, changes: WebhookChanges): Promise<WebhookView> {

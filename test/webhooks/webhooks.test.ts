@@ -75,6 +75,14 @@ describe('delivery webhooks', () => {
     assert.equal(updated.body.data.webhook.project_uid, seed.projectUid);
     assert.equal(updated.body.data.webhook.status, 'disabled');
 
+    // The listing names each endpoint's scope: this one's project, another's none.
+    const other = await t.call('create_webhook', { api_key: seed.accountKey, arguments: { url: sink.url + '/crud-all' } });
+    assert.equal(other.status, 200, JSON.stringify(other.body));
+    const relisted = (await t.call('list_webhooks', { api_key: seed.accountKey })).body.data.webhooks as Array<{ uid: string; project_uid: string | null }>;
+    assert.equal(relisted.find((w) => w.uid === hook.uid)?.project_uid, seed.projectUid);
+    assert.equal(relisted.find((w) => w.uid === other.body.data.webhook.uid)?.project_uid, null);
+    assert.equal((await t.call('delete_webhook', { api_key: seed.accountKey, arguments: { uid: other.body.data.webhook.uid } })).status, 200);
+
     const rotated = await t.call('rotate_webhook_secret', { api_key: seed.accountKey, arguments: { uid: hook.uid } });
     assert.match(rotated.body.data.webhook.secret, /^whsec_/);
     assert.notEqual(rotated.body.data.webhook.secret, hook.secret);
