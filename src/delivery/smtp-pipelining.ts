@@ -40,7 +40,39 @@ const MARK = Symbol.for('posthorn.smtp-pipelining');
 export function installSmtpPipelining(): void {
   if (proto[MARK as unknown as string]) return;
   const original = proto._setEnvelope as (this: PipelinedConnection, envelope: unknown, callback: EnvelopeCallback) => void;
+  const originalSendStream = proto._createSendStream as (this: PipelinedConnection, callback: unknown) => NodeJS.ReadWriteStream;
   proto[MARK as unknown as string] = true;
+  // The message's bytes and its terminating ".\r\n" are written by Nodemailer's data stream as
+  // separate writes (separate packets, with Nagle off): corking the socket until the stream ends
+  // sends them in one writev.
+  proto._createSendStream = function corkedSendStream(this: PipelinedConnection, callback: unknown): NodeJS.ReadWriteStream {
+    const stream = originalSendStream.call(this, callback);
+    if (!this.options.posthornPipelining) return stream;
+    const socket = this._socket as PipelinedConnection['_socket'] & { writableLength: number; writableHighWaterMark: number };
+    socket.cork();
+    let corked = true;
+    const uncork = () => {
+      if (!corked) return;
+      corked = false;
+      process.nextTick(() => socket.uncork());
+    };
+    // A message must never pile up behind the cork: once the socket reports backpressure the pipe
+    // waits for a 'drain' that a corked socket never emits. This listener runs after the pipe's
+    // write of each chunk (it was added later), so it uncorks exactly then.
+    const onData = () => {
+      if (corked && socket.writableLength >= socket.writableHighWaterMark) {
+        corked = false;
+        socket.uncork();
+      }
+    };
+    stream.on('data', onData);
+    stream.once('end', () => {
+      stream.removeListener('data', onData);
+      uncork();
+    });
+    stream.once('error', uncork);
+    return stream;
+  };
   proto._setEnvelope = function pipelinedSetEnvelope(this: PipelinedConnection, envelope: { to?: unknown }, callback: EnvelopeCallback): void {
     const toCount = ([] as unknown[]).concat(envelope?.to ?? []).length;
     if (!this.options.posthornPipelining || this.options.lmtp || toCount !== 1 || !this._supportedExtensions.includes('PIPELINING')) {

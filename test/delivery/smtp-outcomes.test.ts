@@ -131,6 +131,16 @@ describe('delivery outcomes against scripted SMTP servers', () => {
     assert.equal(t.status, 'completed');
   });
 
+  it('messages around the socket buffer size arrive whole', async () => {
+    for (const size of [1, 15 * 1024, 17 * 1024, 40 * 1024, 70 * 1024]) {
+      const text = 'Lorem ipsum dolor sit amet. '.repeat(Math.ceil(size / 28)).slice(0, size);
+      await h.send(simpleMessage(`size${size}@ok.test`, { content: { 'text/plain': text } }));
+      assert.equal(await h.drain(), 1);
+      const parsed = await simpleParser(ok.received.find((m) => m.to[0] === `size${size}@ok.test`)!.raw);
+      assert.equal(parsed.text?.trim(), text.trim(), `${size} bytes`);
+    }
+  });
+
   it('a large message (sent in parts, never copied per recipient) arrives whole and DKIM-signed', async () => {
     const domain = await h.t.call('create_domain', { api_key: h.seed.accountKey, arguments: { name: 'big.example' } });
     assert.equal(domain.status, 200, JSON.stringify(domain.body));
