@@ -111,7 +111,7 @@ function checkSingleMailbox(what: string, value: string | null): void {
   // A From that holds {{variables}} is only known per recipient; it is checked for line breaks below.
   if (value === null || value.includes('{{')) return;
   const items = splitAddressList(value);
-  if (items.length !== 1) throw new ApiError('precondition_failed', `Invalid ${what} address ${JSON.stringify(value)}: it must be exactly one address.`);
+  if (items.length !== 1) throw invalidAddress(what, value, 'it must be exactly one address');
   const parsed = parseMailbox(items[0]);
   if (!parsed.ok) throw invalidAddress(what, value, parsed.reason);
 }
