@@ -1,6 +1,7 @@
 // API keys: random, shown once, stored only as a SHA-256 hash. Lookup is by hash (an index seek,
 // so no timing leak about the key), then the hashes are compared in constant time.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import os from 'node:os';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -33,4 +34,12 @@ export function hashesEqual(a: string, b: string): boolean {
 /** What listings show of a key: enough to tell keys apart, useless to an attacker. */
 export function keyPrefix(key: string): string {
   return key.slice(0, 6);
+}
+
+/**
+ * The name a worker holds leases under (locked_by): host, process and a random suffix, so two
+ * workers of one process (or a restarted process with the same pid) never share a name.
+ */
+export function generateWorkerId(): string {
+  return `${os.hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
 }

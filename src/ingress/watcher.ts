@@ -12,12 +12,11 @@
 //     renew the lease  (and notice a deleted or reconfigured mailbox)
 //
 // The password is decrypted only to log in and is never logged (ImapFlow's logger is off).
-import os from 'node:os';
 import fs from 'node:fs';
 import tls from 'node:tls';
-import { randomBytes } from 'node:crypto';
 import { ImapFlow } from 'imapflow';
 import type { BackgroundService } from '../background.ts';
+import { generateWorkerId } from '../domain/keys.ts';
 import type { Services } from '../operations/context.ts';
 import {
   claimDueMailboxes,
@@ -57,7 +56,7 @@ interface Session {
 
 export function createWatcher(services: Services): MailboxWatcher {
   const { config, log } = services;
-  const worker = `${os.hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  const worker = generateWorkerId();
   const sessions = new Map<number, Session>();
   let stopped = false;
   let timer: NodeJS.Timeout | null = null;

@@ -11,9 +11,8 @@
 //
 // A crash between 2 and 4 loses nothing: the lease expires and the request is sent again with the
 // same X-Posthorn-Event-Id, which receivers de-duplicate on.
-import os from 'node:os';
-import { randomBytes } from 'node:crypto';
 import type { BackgroundService } from '../background.ts';
+import { generateWorkerId } from '../domain/keys.ts';
 import { eventIdOf, mailboxUidOfRef, postbackRefOf } from '../domain/outbound-refs.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../operations/context.ts';
@@ -60,7 +59,7 @@ export interface OutboundDispatcher extends BackgroundService {
 
 export function createOutboundDispatcher(services: Services): OutboundDispatcher {
   const { store, config, clock, log } = services;
-  const worker = `${os.hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  const worker = generateWorkerId();
   // The lease must outlast one request: its timeout plus the time to resolve and record.
   const leaseMs = Math.max(config.webhookTimeoutMs * 3, 30_000);
   const inFlight = new Set<Promise<void>>();
