@@ -10,7 +10,7 @@
 //   and a row whose worker died is due again exactly when its lease expires.
 // - A finish changes the row only `WHERE id = ? AND locked_by = me`; zero rows means the lease was
 //   lost (it expired and someone else claimed the row) and the caller records nothing.
-import { sql } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
 import type { Tx } from './store.ts';
 
 export interface ClaimedTransmission {
@@ -93,26 +93,60 @@ export async function finishTransmission(trx: Tx, input: FinishInput): Promise<n
 
 /** The transmission's new state, only while `input.worker` holds the lease: the new attempt count, or null. */
 async function updateUnderLease(trx: Tx, input: FinishInput): Promise<number | null> {
-  const { state } = input;
-  const result = await trx
+  const { sql, slots } = preparedFinish(trx, input.state.status);
+  const values: Record<FinishSlot, unknown> = {
+    id: input.id,
+    worker: input.worker,
+    now: input.now,
+    code: input.resultCode,
+    message: input.resultMessage,
+    at: input.state.status === 'retry' ? input.state.nextAttemptAt : input.state.at,
+  };
+  const parameters = slots.map((slot) => (isSlot(slot) ? values[slot.slot] : slot));
+  const result = await trx.executeQuery<{ attempts: number }>(CompiledQuery.raw(sql, parameters));
+  const row = result.rows[0];
+  return row ? Number(row.attempts) : null;
+}
+
+// The finish UPDATE runs once per delivered message: it is built and compiled by Kysely once per
+// status (and dialect instance), with marker objects standing for the values, then executed with
+// fresh parameters (the technique of compiled-insert.ts; building and compiling each time was a
+// measurable share of a delivery, docs/decisions/0003-performance.md).
+type FinishSlot = 'id' | 'worker' | 'now' | 'code' | 'message' | 'at';
+interface SlotMarker {
+  slot: FinishSlot;
+}
+const isSlot = (value: unknown): value is SlotMarker => typeof value === 'object' && value !== null && 'slot' in value;
+const finishCache = new WeakMap<object, Map<string, { sql: string; slots: unknown[] }>>();
+
+function preparedFinish(trx: Tx, status: FinishState['status']): { sql: string; slots: unknown[] } {
+  const adapter = trx.getExecutor().adapter;
+  let byStatus = finishCache.get(adapter);
+  if (!byStatus) finishCache.set(adapter, (byStatus = new Map()));
+  let prepared = byStatus.get(status);
+  if (prepared) return prepared;
+  const m = (slot: FinishSlot) => ({ slot }) as unknown as never;
+  const compiled = trx
     .updateTable('transmissions')
     .set((eb) => ({
-      status: state.status,
+      status,
       attempts: eb('attempts', '+', 1),
       locked_by: null,
       locked_until: null,
-      updated_at: input.now,
-      result_code: input.resultCode,
-      result_message: input.resultMessage,
-      ...(state.status === 'completed' ? { completed_at: state.at } : {}),
-      ...(state.status === 'failed' ? { failed_at: state.at } : {}),
-      ...(state.status === 'retry' ? { next_attempt_at: state.nextAttemptAt } : {}),
+      updated_at: m('now'),
+      result_code: m('code'),
+      result_message: m('message'),
+      ...(status === 'completed' ? { completed_at: m('at') } : {}),
+      ...(status === 'failed' ? { failed_at: m('at') } : {}),
+      ...(status === 'retry' ? { next_attempt_at: m('at') } : {}),
     }))
-    .where('id', '=', input.id)
-    .where('locked_by', '=', input.worker)
+    .where('id', '=', m('id'))
+    .where('locked_by', '=', m('worker'))
     .returning('attempts')
-    .executeTakeFirst();
-  return result ? result.attempts : null;
+    .compile();
+  prepared = { sql: compiled.sql, slots: [...compiled.parameters] };
+  byStatus.set(status, prepared);
+  return prepared;
 }
 
 function attemptRow(input: FinishInput) {
