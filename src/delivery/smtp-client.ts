@@ -14,7 +14,8 @@
 // TLS: STARTTLS whenever the server offers it (opportunistic, certificates not verified: Postfix's
 // "may" level, because an unverified encryption still beats plain text); with requireTls, STARTTLS
 // is mandatory and the certificate must verify against the destination's host name (Postfix's
-// "verify"), otherwise the attempt is deferred with TLS_REQUIRED / TLS_FAILED.
+// "verify"), otherwise the attempt is deferred with TLS_REQUIRED / TLS_FAILED. A failed STARTTLS
+// handshake in opportunistic mode is retried in plain text (see send()).
 import nodemailer, { type Transporter } from 'nodemailer';
 import DKIM from 'nodemailer/lib/dkim/index.js';
 import net from 'node:net';

@@ -100,7 +100,7 @@ function client(): SmtpClient {
 const raw = Buffer.from('Subject: x\r\nMessage-ID: <p@posthorn.test>\r\n\r\nhello\r\n');
 const destination = (port: number): Destination => ({ address: '127.0.0.1', port, name: 'raw.test', secure: false, auth: null, via: 'transport' });
 
-describe('SMTP pipelining', () => {
+describe('the SMTP client against a hand-written server: pipelining, TLS fallback', () => {
   const cleanup: Array<() => Promise<void> | void> = [];
   after(async () => {
     for (const f of cleanup.reverse()) await f();
