@@ -111,9 +111,14 @@ export class Args {
     return new Args(v, this.name(field));
   }
 
-  array(field: string): Json[] | undefined {
+  array(field: string): Json[] | undefined;
+  array(field: string, opts: { required: true }): Json[];
+  array(field: string, opts?: { required?: boolean }): Json[] | undefined {
     const v = this.value(field);
-    if (v === undefined) return undefined;
+    if (v === undefined) {
+      if (opts?.required) throw missing(this.name(field));
+      return undefined;
+    }
     if (!Array.isArray(v)) throw wrongType(this.name(field), 'an array', v);
     return v;
   }

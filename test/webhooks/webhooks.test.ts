@@ -218,6 +218,10 @@ describe('delivery webhooks', () => {
     // The receiver moved: fixing the endpoint's URL and requeueing sends the event there.
     sink.answer((req) => (req.path === '/retry-fixed' ? 204 : 503));
     await t.call('update_webhook', { api_key: s.accountKey, arguments: { uid, url: sink.url + '/retry-fixed' } });
+    const noIds = await t.call('retry_webhook_deliveries', { api_key: s.accountKey, arguments: {} });
+    assert.equal(noIds.status, 400);
+    assert.equal(noIds.body.response.status, 'bad_request');
+    assert.equal(noIds.body.response.message, 'Missing required argument "ids".');
     const retried = await t.call('retry_webhook_deliveries', { api_key: s.accountKey, arguments: { ids: [failed.id] } });
     assert.equal(retried.body.data.requeued, 1);
     await d.drain();

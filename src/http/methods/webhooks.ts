@@ -2,7 +2,6 @@
 // deliveries (pending, delivered, failed) with every attempt. Secrets appear only in the answers of
 // create_webhook and rotate_webhook_secret.
 import type { Args } from '../../domain/args.ts';
-import { ApiError } from '../../domain/errors.ts';
 import { eventIdOf, mailboxUidOfRef } from '../../domain/outbound-refs.ts';
 import { formatIsoTime } from '../../domain/time.ts';
 import {
@@ -158,8 +157,7 @@ export const webhooksMethods = defineMethods([
     key: 'account',
     summary: 'Puts failed deliveries (ids from list_webhook_deliveries) back in the queue for another day of retries.',
     async run({ services, caller, args }) {
-      const raw = args.array('ids');
-      if (raw === undefined) throw new ApiError('bad_request', 'Missing required argument "ids".');
+      const raw = args.array('ids', { required: true });
       if (raw.length > 1000) throw args.invalid('ids', 'may hold at most 1000 ids');
       const ids = raw.map((v) => (typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : NaN));
       if (ids.some((n) => !Number.isSafeInteger(n) || n < 1)) throw args.invalid('ids', 'must hold positive whole numbers');
