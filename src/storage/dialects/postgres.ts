@@ -194,9 +194,16 @@ export class NotificationListener {
       // still poll, so a subscriber is never refused.
       await this.connect().catch((error) => {
         this.opts.log?.warn({ err: describeError(error) }, 'PostgreSQL LISTEN connection failed; retrying');
+        this.dropped = true; // wake everyone once it succeeds: work may have come meanwhile
         this.scheduleReconnect();
       });
-    } else if (isNew) await this.client.query(`LISTEN ${quoteIdent(channel)}`);
+    } else if (isNew) {
+      // If the connection dies under this LISTEN, its 'error' or 'end' brings the reconnect, which
+      // LISTENs on every channel, this one included.
+      await this.client.query(`LISTEN ${quoteIdent(channel)}`).catch((error) => {
+        this.opts.log?.warn({ err: describeError(error), channel }, 'LISTEN failed; it is repeated on reconnect');
+      });
+    }
     return async () => {
       const handlers = this.handlers.get(channel);
       if (!handlers?.delete(onNotify) || handlers.size > 0) return;
