@@ -22,8 +22,3 @@ export async function setInboundEmailState(db: Tx, ids: readonly number[], state
   if (ids.length === 0) return;
   await db.updateTable('inbound_emails').set({ state, updated_at: now }).where('id', 'in', ids).where('state', '=', 'posting').execute();
 }
-
-export async function listInboundEmails(db: Tx, mailboxId: number): Promise<InboundEmail[]> {
-  const rows = await db.selectFrom('inbound_emails').selectAll().where('mailbox_id', '=', mailboxId).orderBy('id').execute();
-  return rows.map((r) => ({ ...r, id: Number(r.id), imap_uid: Number(r.imap_uid), outbound_id: Number(r.outbound_id) }));
-}

@@ -1,7 +1,7 @@
 // The messages table: one row per accepted send_message. Inserts and simple lookups; the listings
 // of reports live with them (storage/reports.ts).
 import { CompiledInsert } from './compiled-insert.ts';
-import type { Message, NewMessage } from './schema.ts';
+import type { NewMessage } from './schema.ts';
 import type { Tx } from './store.ts';
 
 const INSERT_MESSAGE = new CompiledInsert(
@@ -21,12 +21,4 @@ export type MessageRow = Required<Omit<NewMessage, 'id'>>;
 export async function insertMessage(db: Tx, row: MessageRow): Promise<number> {
   const [inserted] = await INSERT_MESSAGE.execute(db, [row]);
   return Number(inserted.id);
-}
-
-export async function findMessageById(db: Tx, id: number): Promise<Message | undefined> {
-  return db.selectFrom('messages').selectAll().where('id', '=', id).executeTakeFirst();
-}
-
-export async function findMessageByProjectUid(db: Tx, projectId: number, uid: string): Promise<Message | undefined> {
-  return db.selectFrom('messages').selectAll().where('project_id', '=', projectId).where('uid', '=', uid).executeTakeFirst();
 }

@@ -12,8 +12,6 @@ import { normalizeAddress, SOFT_BOUNCE_BLOCK_MS, SOFT_BOUNCE_THRESHOLD, SOFT_BOU
 import type { Tx } from './store.ts';
 import type { Suppression } from './schema.ts';
 
-export { normalizeAddress };
-
 /** An entry that blocks sending to `address` now: `rejected`, or `warning` with blocked_until > now. */
 export async function findActiveSuppression(db: Tx, projectId: number, address: string, now: number): Promise<Suppression | undefined> {
   return db

@@ -1,7 +1,7 @@
 // The transmissions table (the delivery queue): inserts at acceptance and simple lookups. Claiming
 // and finishing deliveries is storage/delivery-queue.ts.
 import { CompiledInsert } from './compiled-insert.ts';
-import type { NewTransmission, Transmission } from './schema.ts';
+import type { NewTransmission } from './schema.ts';
 import type { Tx } from './store.ts';
 
 /** A transmission as acceptance writes it: the lease, attempt and tracking columns start empty. */
@@ -30,10 +30,6 @@ export async function insertTransmissions(db: Tx, rows: readonly AcceptedTransmi
   for (let start = 0; start < rows.length; start += ROWS_PER_INSERT) {
     await INSERT_TRANSMISSIONS.execute(db, rows.slice(start, start + ROWS_PER_INSERT));
   }
-}
-
-export async function listTransmissionsByMessage(db: Tx, messageId: number): Promise<Transmission[]> {
-  return db.selectFrom('transmissions').selectAll().where('message_id', '=', messageId).orderBy('id').execute();
 }
 
 /**

@@ -20,10 +20,6 @@ export async function countWebhooks(db: Tx, accountId: number): Promise<number> 
   return Number(row.n);
 }
 
-export async function findWebhookById(db: Tx, id: number): Promise<Webhook | undefined> {
-  return db.selectFrom('webhooks').selectAll().where('id', '=', id).executeTakeFirst();
-}
-
 export async function findWebhooksByIds(db: Tx, ids: readonly number[]): Promise<Webhook[]> {
   if (ids.length === 0) return [];
   return db.selectFrom('webhooks').selectAll().where('id', 'in', ids).execute();
