@@ -73,7 +73,7 @@ export async function sendMessage(services: Services, caller: ProjectCaller, inp
     } catch (error) {
       // The message insert's only unique constraint is messages_project_uid: a duplicate. The
       // error still rolls this unit back (it is rethrown as the API's answer).
-      if (services.store.dialect.isUniqueViolation(error)) throw duplicateUid(uid);
+      if (services.store.dialect.isUniqueViolation(error)) throw duplicateMessageUid(uid);
       throw error;
     }
     for (const row of rows) row.message_id = messageId;
@@ -85,7 +85,8 @@ export async function sendMessage(services: Services, caller: ProjectCaller, inp
   return { id, url: messageUrl(services, id), uid };
 }
 
-function duplicateUid(uid: string): ApiError {
+/** send_message's own duplicate-uid answer: it says more than domain/errors' duplicateUid (compatibility.md). */
+function duplicateMessageUid(uid: string): ApiError {
   return new ApiError('bad_request', `Uid ${uid} already exists. Assuming message duplication.`);
 }
 
