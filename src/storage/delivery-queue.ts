@@ -2,8 +2,8 @@
 // finish them under that lease. graphile-worker's shape (getJobs / completeJobs / failJobs).
 //
 // Invariants:
-// - A claim is ONE `UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING`: two workers can never
-//   both hold a row (SQLite serialises writers; PostgreSQL adds FOR UPDATE SKIP LOCKED so
+// - A claim is ONE statement, `WITH due AS MATERIALIZED (SELECT ... LIMIT n) UPDATE ... WHERE id
+//   IN due RETURNING`: two workers can never both hold a row (SQLite serialises writers; PostgreSQL adds FOR UPDATE SKIP LOCKED so
 //   concurrent claimers pass over each other's rows instead of waiting).
 // - Claiming also moves next_attempt_at to the lease's end. The due index is ordered by
 //   next_attempt_at, so rows in flight leave the front of the index (claims never rescan them),
@@ -38,21 +38,30 @@ export async function claimDueTransmissions(trx: Tx, opts: ClaimOptions): Promis
   const leaseEnd = opts.now + opts.leaseMs;
   // The status test is a literal (not bound parameters) so the planner can match it against the
   // partial index transmissions_due, whose WHERE is the same text.
-  let due = trx
-    .selectFrom('transmissions')
-    .select('id')
-    .where(sql<boolean>`status in ('queued', 'retry')`)
-    .where('next_attempt_at', '<=', opts.now)
-    // A lease holds until locked_until, exclusive: at that instant the row is due again.
-    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', opts.now)]))
-    .orderBy('next_attempt_at')
-    .orderBy('id')
-    .limit(opts.limit);
-  if (opts.skipLocked) due = due.forUpdate().skipLocked();
+  // The due rows are picked once, in a MATERIALIZED CTE: as a plain `IN (subquery)` PostgreSQL
+  // may run the subquery again per row (a SubPlan), see the rows this very UPDATE already moved out
+  // of the due range, and claim past the LIMIT.
   const rows = await trx
+    .with(
+      (cte) => cte('due').materialized(),
+      (qb) => {
+        let due = qb
+          .selectFrom('transmissions')
+          .select('id')
+          .where(sql<boolean>`status in ('queued', 'retry')`)
+          .where('next_attempt_at', '<=', opts.now)
+          // A lease holds until locked_until, exclusive: at that instant the row is due again.
+          .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', opts.now)]))
+          .orderBy('next_attempt_at')
+          .orderBy('id')
+          .limit(opts.limit);
+        if (opts.skipLocked) due = due.forUpdate().skipLocked();
+        return due;
+      },
+    )
     .updateTable('transmissions')
     .set({ locked_by: opts.worker, locked_until: leaseEnd, next_attempt_at: leaseEnd })
-    .where('id', 'in', due)
+    .where('id', 'in', (eb) => eb.selectFrom('due').select('due.id'))
     .returning(['id', 'message_id', 'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'attempts', 'created_at'])
     .execute();
   // RETURNING order is unspecified: deliver oldest first anyway.
