@@ -12,12 +12,11 @@
 //
 // Every send may happen twice (a lease can expire under a slow send, a process can die after the
 // 250 and before the finish): the Message-ID is fixed at acceptance so receivers can de-duplicate.
-import { randomBytes } from 'node:crypto';
-import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { BackgroundService } from '../background.ts';
 import { classifySmtpReply, type OutcomeKind } from '../domain/classify-smtp-reply.ts';
 import { decideRetry, parseRetrySchedule, type RetryPolicy } from '../domain/retry-policy.ts';
+import { generateWorkerId } from '../domain/keys.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../operations/context.ts';
 import {
@@ -81,7 +80,7 @@ const EVENTS_WAKE_MS = 20;
 
 export class DeliveryService implements BackgroundService {
   readonly name = 'delivery';
-  readonly workerId = `${os.hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  readonly workerId = generateWorkerId();
   private readonly policy: RetryPolicy;
   private readonly contexts: MessageContexts;
   private readonly router: Router;
