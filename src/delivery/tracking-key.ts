@@ -4,16 +4,8 @@
 //
 // FOR THE TRACKING ENDPOINTS: verify with `trackingSigningKey(services)`: delivery passes exactly
 // this string as applyTracking's signingKey.
-import { createHmac } from 'node:crypto';
 import type { Services } from '../operations/context.ts';
-import { loadSecretKey } from '../storage/secret-key.ts';
 
-const keys = new WeakMap<object, string>();
-
-export function trackingSigningKey(services: Pick<Services, 'config'>): string {
-  const cached = keys.get(services);
-  if (cached !== undefined) return cached;
-  const key = createHmac('sha256', loadSecretKey(services.config)).update('posthorn tracking key v1').digest('base64');
-  keys.set(services, key);
-  return key;
+export function trackingSigningKey(services: Pick<Services, 'secrets'>): string {
+  return services.secrets.deriveKey('posthorn tracking key v1');
 }

@@ -10,7 +10,6 @@
 // an untagged return path (the 2-argument form) would have its bounces refused.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Services } from '../operations/context.ts';
-import { loadSecretKey } from '../storage/secret-key.ts';
 
 const PREFIX = 'bounce-';
 const TAG_HEX = 16;
@@ -46,19 +45,10 @@ function tagFor(tagKey: string, transmissionId: number): string {
   return createHmac('sha256', tagKey).update(`verp:${transmissionId}`).digest('hex').slice(0, TAG_HEX);
 }
 
-// One derived key per Services (no module-level state shared across apps in one process).
-const tagKeys = new WeakMap<Services, string>();
-
 /**
- * The VERP tag key of this deployment: derived from the secret key (--secret-key or the generated
- * key file), so every process of a deployment that shares the secret computes the same tags, and
- * the secret itself never appears in an address.
+ * The VERP tag key of this deployment, derived from the secret key (--secret-key or the generated
+ * key file), so every process of a deployment that shares the secret computes the same tags.
  */
-export function verpTagKey(services: Pick<Services, 'config'>): string {
-  const cached = tagKeys.get(services as Services);
-  if (cached !== undefined) return cached;
-  const secret = loadSecretKey(services.config);
-  const key = createHmac('sha256', secret).update('posthorn verp tag key v1').digest('base64');
-  tagKeys.set(services as Services, key);
-  return key;
+export function verpTagKey(services: Pick<Services, 'secrets'>): string {
+  return services.secrets.deriveKey('posthorn verp tag key v1');
 }

@@ -1,13 +1,31 @@
 // Encryption of stored secrets (mailbox passwords, postback secrets, DKIM private keys) with
 // AES-256-GCM. Stored form: "v1:" + base64(iv | tag | ciphertext). The key comes from
 // configuration (--secret-key) or a generated key file; see storage/secret-key.ts.
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto';
 
 export class SecretBox {
   private readonly key: Buffer;
+  /** the root of derived keys, separate from the encryption key */
+  private readonly derivationKey: Buffer;
+  private readonly derived = new Map<string, string>();
   constructor(secret: string) {
     // Any length of configured secret becomes a 256-bit key.
     this.key = createHash('sha256').update(secret, 'utf8').digest();
+    this.derivationKey = createHmac('sha256', secret).update('posthorn key derivation v1').digest();
+  }
+
+  /**
+   * A key for one purpose (VERP tags, tracking links), derived from the deployment secret: every
+   * process sharing the secret derives the same key, and neither the secret nor the encryption key
+   * ever appears in an address or a URL.
+   */
+  deriveKey(purpose: string): string {
+    let key = this.derived.get(purpose);
+    if (key === undefined) {
+      key = createHmac('sha256', this.derivationKey).update(purpose).digest('base64');
+      this.derived.set(purpose, key);
+    }
+    return key;
   }
 
   seal(plaintext: string): string {
