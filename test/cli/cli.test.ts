@@ -28,8 +28,16 @@ describe('posthorn CLI', () => {
   });
 
   function run(...args: string[]) {
-    const r = spawnSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', timeout: 60_000 });
-    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+    // Generous: each command starts Node, tsx and a database connection on a shared 2-core machine.
+    const r = spawnSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', timeout: 120_000 });
+    return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
+  }
+
+  /** Runs a --json command that must succeed, and parses its one line of output. */
+  function json(...args: string[]) {
+    const r = run(...args, '--json');
+    assert.equal(r.code, 0, `posthorn ${args.join(' ')} exited ${r.code} (signal ${r.signal}): ${r.stderr}`);
+    return JSON.parse(r.stdout);
   }
 
   it('bin is executable', () => {
@@ -49,12 +57,12 @@ describe('posthorn CLI', () => {
   });
 
   it('account list / disable / enable', () => {
-    const created = JSON.parse(run('account', 'create', '--name', 'Beta', '--json').stdout);
+    const created = json('account', 'create', '--name', 'Beta');
     assert.equal(run('account', 'disable', created.uid).code, 0);
-    let list = JSON.parse(run('account', 'list', '--json').stdout) as Array<{ uid: string; status: string }>;
+    let list = json('account', 'list') as Array<{ uid: string; status: string }>;
     assert.equal(list.find((a) => a.uid === created.uid)?.status, 'disabled');
-    assert.equal(run('account', 'enable', created.uid, '--json').code, 0);
-    list = JSON.parse(run('account', 'list', '--json').stdout);
+    assert.equal(json('account', 'enable', created.uid).status, 'active');
+    list = json('account', 'list');
     assert.equal(list.find((a) => a.uid === created.uid)?.status, 'active');
     const missing = run('account', 'disable', 'no-such-uid');
     assert.equal(missing.code, 1);
