@@ -66,7 +66,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'databaseUrl', flag: 'database-url', env: 'DATABASE_URL', kind: 'string', doc: 'sqlite:///path/file.db or postgres://... (overrides --data for the database).' },
   { key: 'tlsCert', flag: 'tls-cert', env: 'POSTHORN_TLS_CERT', kind: 'string', doc: 'PEM certificate file: serve HTTPS.' },
   { key: 'tlsKey', flag: 'tls-key', env: 'POSTHORN_TLS_KEY', kind: 'string', doc: 'PEM private key file for --tls-cert.' },
-  { key: 'mailerHost', flag: 'mailer-host', env: 'POSTHORN_MAILER_HOST', kind: 'string', doc: 'Host part of Message-IDs and history unique_id (default: the machine hostname).' },
+  { key: 'mailerHost', flag: 'mailer-host', env: 'POSTHORN_MAILER_HOST', kind: 'string', doc: 'Host part of Message-IDs and history unique_id, and of the sample templates\' From (default: the machine hostname, with .localdomain added when it has no dot). Set it to your sending host name.' },
   { key: 'publicUrl', flag: 'public-url', env: 'POSTHORN_PUBLIC_URL', kind: 'string', doc: 'Public base URL of this service (message urls, tracking links). Default http(s)://host:port.' },
   { key: 'role', flag: 'role', env: 'POSTHORN_ROLE', kind: 'string', doc: 'all | api | worker: which parts this process runs (default all).' },
   { key: 'logLevel', flag: 'log-level', env: 'LOG_LEVEL', kind: 'string', doc: 'pino log level (default info).' },
@@ -194,13 +194,21 @@ export function parseConfig(flags: Map<string, string[]>, env: NodeJS.ProcessEnv
   if (!['all', 'api', 'worker'].includes(config.role)) throw new ConfigError(`--role must be all, api or worker`);
   if ((config.tlsCert === null) !== (config.tlsKey === null)) throw new ConfigError('--tls-cert and --tls-key go together');
   config.data = path.resolve(config.data);
-  config.mailerHost ??= os.hostname();
+  // Message-IDs and the sample templates' From use this host: it must be a fully qualified name,
+  // which a container's bare hostname ("vm", "a1b2c3") is not.
+  config.mailerHost ??= defaultMailerHost(os.hostname());
   config.ehloName ??= config.mailerHost;
   config.bounceDomain ??= config.mailerHost;
   config.smtpHost ??= config.host;
   config.publicUrl ??= `${config.tlsCert ? 'https' : 'http'}://${config.host}:${config.port}`;
   config.publicUrl = config.publicUrl.replace(/\/+$/, '');
   return Object.freeze(config);
+}
+
+/** The machine's host name when fully qualified, else that name under .localdomain. */
+export function defaultMailerHost(hostname: string): string {
+  const name = hostname.trim().toLowerCase().replace(/\.$/, '') || 'localhost';
+  return name.includes('.') ? name : `${name}.localdomain`;
 }
 
 /** Flags that belong to commands rather than to the service configuration. */

@@ -105,6 +105,19 @@ describe('posthorn CLI', () => {
       assert.equal(res.status, 200);
       const acct = await fetch(`${url}/v.1.1/get_method_list`, { method: 'POST', body: JSON.stringify({ api_key: keys.account.api_key }) });
       assert.equal(acct.status, 200);
+      // The README's quick start, as written (curl -d sends form encoding's Content-Type), on the
+      // default --mailer-host of this machine.
+      const sent = await fetch(`${url}/v.1.1/send_message`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: JSON.stringify({
+          api_key: keys.project.api_key,
+          arguments: { recipients: ['someone@null.postageapp.com'], template: 'sample_child_template', variables: { name: 'World' } },
+        }),
+      });
+      const sentBody = await sent.json();
+      assert.equal(sent.status, 200, JSON.stringify(sentBody));
+      assert.equal(typeof sentBody.data.message.id, 'number');
     } finally {
       const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
       child.kill('SIGTERM');
