@@ -36,6 +36,15 @@ export function dovecotAvailable(): boolean {
   return fs.existsSync(DOVECOT_BINARY);
 }
 
+/**
+ * A suite's skip option: skipped with the reason where Dovecot is not installed, except under
+ * CI=true, where .ci/run installs it and its absence must fail loudly instead of passing silently.
+ */
+export function dovecotSkip(): string | false {
+  if (dovecotAvailable() || process.env.CI === 'true') return false;
+  return 'dovecot-imapd is not installed (apt-get install dovecot-imapd)';
+}
+
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();

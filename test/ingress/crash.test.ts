@@ -11,12 +11,12 @@ import { ManualClock } from '../../src/domain/clock.ts';
 import type { MailboxWatcher } from '../../src/ingress/watcher.ts';
 import type { OutboundDispatcher } from '../../src/webhooks/dispatcher.ts';
 import { startTestApp } from '../helpers/app.ts';
-import { dovecotAvailable, startDovecot } from '../helpers/dovecot.ts';
+import { dovecotSkip, startDovecot } from '../helpers/dovecot.ts';
 import { startHttpSink, verifyPostageAppSignature } from '../helpers/http-sink.ts';
 
 const user = { name: 'crash', password: 'crash-pass-5' };
 
-describe('inbound mailboxes survive a crash', { skip: dovecotAvailable() ? false : 'dovecot-imapd is not installed' }, () => {
+describe('inbound mailboxes survive a crash', { skip: dovecotSkip() }, () => {
   it('SIGKILL with postbacks in flight, restart: every email posted and flagged \\Seen', async () => {
     const dovecot = await startDovecot({ users: [user] });
     const sink = await startHttpSink();

@@ -14,7 +14,7 @@ import type { MailboxWatcher } from '../../src/ingress/watcher.ts';
 import { mailboxRetryDelayMs } from '../../src/operations/ingress.ts';
 import type { OutboundDispatcher } from '../../src/webhooks/dispatcher.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
-import { dovecotAvailable, startDovecot, type Dovecot } from '../helpers/dovecot.ts';
+import { dovecotSkip, startDovecot, type Dovecot } from '../helpers/dovecot.ts';
 import { startHttpSink, verifyPostageAppSignature, type HttpSink } from '../helpers/http-sink.ts';
 
 const user = { name: 'inbound', password: 'imap-pass-7f3' };
@@ -48,7 +48,7 @@ function seenUids(flags: Map<number, Set<string>>): number[] {
   return [...flags].filter(([, f]) => f.has('\\Seen')).map(([uid]) => uid).sort((a, b) => a - b);
 }
 
-describe('inbound mailboxes over IMAP', { skip: dovecotAvailable() ? false : 'dovecot-imapd is not installed (apt-get install dovecot-imapd)' }, () => {
+describe('inbound mailboxes over IMAP', { skip: dovecotSkip() }, () => {
   let dovecot: Dovecot;
   let sink: HttpSink;
   let t: TestApp;
@@ -241,7 +241,7 @@ describe('inbound mailboxes over IMAP', { skip: dovecotAvailable() ? false : 'do
   });
 });
 
-describe('IMAP without IDLE, and TLS', { skip: dovecotAvailable() ? false : 'dovecot-imapd is not installed' }, () => {
+describe('IMAP without IDLE, and TLS', { skip: dovecotSkip() }, () => {
   it('polls a server that does not offer IDLE every --mailbox-poll-ms', async () => {
     const dovecot = await startDovecot({ users: [user], idle: false });
     const sink = await startHttpSink();
@@ -316,7 +316,7 @@ describe('IMAP without IDLE, and TLS', { skip: dovecotAvailable() ? false : 'dov
   });
 });
 
-describe('several processes share the mailboxes', { skip: dovecotAvailable() ? false : 'dovecot-imapd is not installed' }, () => {
+describe('several processes share the mailboxes', { skip: dovecotSkip() }, () => {
   it('holds one IMAP session per mailbox across services, and posts each email once', async () => {
     const dovecot = await startDovecot({ users: [user, other] });
     const sink = await startHttpSink();
