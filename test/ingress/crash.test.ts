@@ -2,8 +2,6 @@
 // postbacks are sent again (their leases expired), the emails are flagged \Seen once a 2xx came,
 // and no email is skipped.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { describe, it } from 'node:test';
 import pino from 'pino';
 import { startApp } from '../../src/app.ts';
@@ -11,6 +9,7 @@ import { ManualClock } from '../../src/domain/clock.ts';
 import type { MailboxWatcher } from '../../src/ingress/watcher.ts';
 import type { OutboundDispatcher } from '../../src/webhooks/dispatcher.ts';
 import { startTestApp } from '../helpers/app.ts';
+import { spawnServe } from '../helpers/child-service.ts';
 import { dovecotSkip, startDovecot } from '../helpers/dovecot.ts';
 import { startHttpSink, verifyPostageAppSignature } from '../helpers/http-sink.ts';
 
@@ -36,26 +35,15 @@ describe('inbound mailboxes survive a crash', { skip: dovecotSkip() }, () => {
       sink.answer(() => ({ status: 200, stall: true }));
 
       const config = t.app.services.config;
-      const child = spawn(process.execPath, [path.resolve('bin/posthorn.js'), 'serve', '--role', 'worker'], {
-        env: {
-          ...process.env,
-          POSTHORN_DATA: config.data,
-          ...(config.databaseUrl ? { DATABASE_URL: config.databaseUrl } : {}),
-          POSTHORN_SECRET_KEY: config.secretKey ?? '',
-          POSTHORN_ALLOW_PRIVATE_WEBHOOKS: 'true',
-          POSTHORN_DNS_SERVERS: '127.0.0.1:9',
-          POSTHORN_POLL_MS: '100',
-          POSTHORN_WORKERS: '0',
-          LOG_LEVEL: 'silent',
-        },
-        stdio: 'ignore',
+      const worker = spawnServe(config, ['--role', 'worker'], {
+        POSTHORN_ALLOW_PRIVATE_WEBHOOKS: 'true',
+        POSTHORN_POLL_MS: '100',
+        POSTHORN_WORKERS: '0',
       });
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
       try {
         await sink.waitFor(6, 20_000);
       } finally {
-        child.kill('SIGKILL');
-        await exited;
+        await worker.kill();
       }
       const flags = await dovecot.flags(user);
       assert.ok(uids.every((u) => !flags.get(u)?.has('\\Seen')), 'nothing is seen before a 2xx');

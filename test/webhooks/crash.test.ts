@@ -4,8 +4,6 @@
 // event twice (the requests in flight at the kill), never zero times; they de-duplicate on the
 // event id.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startApp } from '../../src/app.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
@@ -13,6 +11,7 @@ import { createLogger } from '../../src/log.ts';
 import { recordEvent } from '../../src/storage/events.ts';
 import type { OutboundDispatcher } from '../../src/webhooks/dispatcher.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
+import { spawnServe } from '../helpers/child-service.ts';
 import { startHttpSink, verifyWebhookSignature, type HttpSink } from '../helpers/http-sink.ts';
 
 const EVENTS = 300;
@@ -44,25 +43,14 @@ describe('webhook dispatch survives a crash', () => {
     sink.answer(() => ({ status: 200, delayMs: 30 }));
 
     const config = t.app.services.config;
-    const child = spawn(process.execPath, [path.resolve('bin/posthorn.js'), 'serve', '--role', 'worker'], {
-      env: {
-        ...process.env,
-        POSTHORN_DATA: config.data,
-        ...(config.databaseUrl ? { DATABASE_URL: config.databaseUrl } : {}),
-        POSTHORN_SECRET_KEY: config.secretKey ?? '',
-        POSTHORN_ALLOW_PRIVATE_WEBHOOKS: 'true',
-        POSTHORN_DNS_SERVERS: '127.0.0.1:9',
-        POSTHORN_POLL_MS: '100',
-        LOG_LEVEL: 'silent',
-      },
-      stdio: 'ignore',
+    const worker = spawnServe(config, ['--role', 'worker'], {
+      POSTHORN_ALLOW_PRIVATE_WEBHOOKS: 'true',
+      POSTHORN_POLL_MS: '100',
     });
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     try {
       await sink.waitFor(60, 30_000);
     } finally {
-      child.kill('SIGKILL');
-      await exited;
+      await worker.kill();
     }
     const beforeRestart = sink.requests.length;
     assert.ok(beforeRestart < EVENTS, `the crash happened mid-dispatch (${beforeRestart} of ${EVENTS} sent)`);
