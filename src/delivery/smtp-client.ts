@@ -21,6 +21,7 @@ import DKIM from 'nodemailer/lib/dkim/index.js';
 import net from 'node:net';
 import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
 import { splitReply, type SmtpExchange, type SmtpStage } from '../domain/classify-smtp-reply.ts';
 import type { DkimKey } from './dkim.ts';
 import type { Destination } from './routes.ts';
@@ -31,16 +32,11 @@ const POOL_IDLE_MS = 60_000;
 /** How long a destination whose STARTTLS failed is sent plain text before TLS is tried again. */
 const TLS_BROKEN_MS = 3_600_000;
 
-export interface SmtpClientOptions {
-  ehloName: string;
-  requireTls: boolean;
-  maxConnectionsPerDestination: number;
-  maxConnections: number;
-  connectTimeoutMs: number;
-  greetingTimeoutMs: number;
-  socketTimeoutMs: number;
-  log: Logger;
-}
+/** The delivery settings of the configuration (documented there), and a logger. */
+export type SmtpClientOptions = Pick<
+  Config,
+  'ehloName' | 'requireTls' | 'maxConnectionsPerDestination' | 'maxConnections' | 'connectTimeoutMs' | 'greetingTimeoutMs' | 'socketTimeoutMs'
+> & { log: Logger };
 
 export interface Envelope {
   from: string;
