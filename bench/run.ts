@@ -311,7 +311,8 @@ async function measureEndToEnd(
     addFigure({
       id, name: `Posthorn end to end, ${label} (${E2E_MESSAGES} msgs, API -> smtp-sink)`, unit: 'msg/s', value, runs: rates,
       postfix: { label: 'Postfix relays, 2b', value: postfixRelay },
-      target: '≥ 2,500 msg/s and ≥ 3× Postfix', met: value >= 2500 && (ratio === null || ratio >= 3),
+      // Issue 5 sets the end-to-end target for SQLite (4, 4s); PostgreSQL (5) is reported beside it.
+      ...(id === '5' ? {} : { target: '≥ 2,500 msg/s and ≥ 3× Postfix', met: value >= 2500 && (ratio === null || ratio >= 3) }),
       note: `the service's main thread was runnable but waiting for a CPU ${(median(cpuWait) * 100).toFixed(0)}% of the time (median of the runs): other processes on the same cores`,
     });
     addFigure({
@@ -551,7 +552,7 @@ async function main(): Promise<number> {
         }
       }
     } catch (e) {
-      failed('5', name, 'msg/s', e, '≥ 2,500 msg/s and ≥ 3× Postfix');
+      failed('5', name, 'msg/s', e);
     }
   }
   if (wanted('6')) await measureHistory().catch((e) => failed('6', 'messages_history at 1,000,000', 'ms', e, '< 50 ms'));
