@@ -11,19 +11,14 @@
 // - A finish changes the row only `WHERE id = ? AND locked_by = me`; zero rows means the lease was
 //   lost (it expired and someone else claimed the row) and the caller records nothing.
 import { CompiledQuery, sql } from 'kysely';
+import type { Transmission } from './schema.ts';
 import type { Tx } from './store.ts';
 
-export interface ClaimedTransmission {
-  id: number;
-  message_id: number;
-  project_id: number;
-  recipient: string;
-  recipient_name: string | null;
-  variables: string | null;
-  status: string;
-  attempts: number;
-  created_at: number;
-}
+/** The columns a claim returns (its RETURNING list). */
+export type ClaimedTransmission = Pick<
+  Transmission,
+  'id' | 'message_id' | 'project_id' | 'recipient' | 'recipient_name' | 'variables' | 'status' | 'attempts' | 'created_at'
+>;
 
 export interface ClaimOptions {
   worker: string;

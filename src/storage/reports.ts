@@ -34,22 +34,12 @@ export interface HistoryQuery {
   limit: number;
 }
 
-export interface HistoryRow {
-  id: number;
-  message_id: number;
-  uid: string;
-  unique_id: string;
-  recipient: string;
-  status: string;
-  created_at: number;
-  completed_at: number | null;
-  failed_at: number | null;
-  opened_at: number | null;
-  clicked_at: number | null;
-  result_code: string | null;
-  result_message: string | null;
-  attempts: number;
-}
+export type HistoryRow = Pick<
+  Transmission,
+  | 'id' | 'message_id' | 'recipient' | 'status' | 'created_at' | 'completed_at' | 'failed_at' | 'opened_at' | 'clicked_at'
+  | 'result_code' | 'result_message' | 'attempts'
+> &
+  Pick<Message, 'uid' | 'unique_id'>;
 
 /**
  * One page of a project's transmissions, newest first (created_at, then id, descending: a total

@@ -3,18 +3,10 @@
 // domain (domain/templates.ts checkLayoutChain) reports loops, gaps and excess length.
 import { sql } from 'kysely';
 import type { TemplateLevel } from '../domain/templates.ts';
+import type { Template } from './schema.ts';
 import type { Tx } from './store.ts';
 
-interface ChainRow {
-  slug: string;
-  subject: string | null;
-  from_address: string | null;
-  text_body: string | null;
-  html_body: string | null;
-  css: string | null;
-  parent_slug: string | null;
-  depth: number;
-}
+type ChainRow = Pick<Template, 'slug' | 'subject' | 'from_address' | 'text_body' | 'html_body' | 'css' | 'parent_slug'> & { depth: number };
 
 export async function findTemplateChain(db: Tx, projectId: number, slug: string, maxLevels: number): Promise<TemplateLevel[]> {
   const result = await sql<ChainRow>`
