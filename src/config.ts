@@ -178,10 +178,15 @@ function convert(spec: OptionSpec, raw: string[]): unknown {
 }
 
 /** Reads flags first, then the environment, then defaults. Unknown flags are refused. */
-export function parseConfig(flags: Map<string, string[]>, env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
+/** @param commandFlags the flags of the command being run, accepted besides the options. */
+export function parseConfig(
+  flags: Map<string, string[]>,
+  env: NodeJS.ProcessEnv = process.env,
+  commandFlags: ReadonlySet<string> = new Set(),
+): Readonly<Config> {
   const known = new Set(OPTIONS.map((o) => o.flag));
   for (const name of flags.keys()) {
-    if (!known.has(name) && !EXTRA_FLAGS.has(name)) throw new ConfigError(`unknown option --${name} (see: posthorn help)`);
+    if (!known.has(name) && !commandFlags.has(name)) throw new ConfigError(`unknown option --${name} (see: posthorn help)`);
   }
   const out: Record<string, unknown> = { ...DEFAULTS };
   for (const spec of OPTIONS) {
@@ -210,9 +215,6 @@ export function defaultMailerHost(hostname: string): string {
   const name = hostname.trim().toLowerCase().replace(/\.$/, '') || 'localhost';
   return name.includes('.') ? name : `${name}.localdomain`;
 }
-
-/** Flags that belong to commands rather than to the service configuration. */
-const EXTRA_FLAGS = new Set(['json', 'name', 'help', 'project-name']);
 
 export function describeOptions(): string {
   return OPTIONS.map((o) => `  --${o.flag.padEnd(34)} ${o.env ? `[${o.env}] ` : ''}${o.doc}`).join('\n');
