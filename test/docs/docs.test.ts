@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { OPTIONS } from '../../src/config.ts';
-import { ALL_METHODS } from '../../src/http/methods/index.ts';
+import { ALL_METHODS } from '../../src/http/api/methods/index.ts';
 
 function readDocs(dir: string): string {
   return fs

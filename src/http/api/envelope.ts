@@ -2,8 +2,8 @@
 // request's top-level uid with its JSON type, null when none was sent. Unknown errors never reach
 // the client verbatim.
 import type { FastifyReply } from 'fastify';
-import type { Json } from '../domain/args.ts';
-import { ApiError, MESSAGES } from '../domain/errors.ts';
+import type { Json } from '../../domain/args.ts';
+import { ApiError, MESSAGES } from '../../domain/errors.ts';
 import type { MethodResult } from './methods/types.ts';
 
 export function sendOk(reply: FastifyReply, uid: Json | undefined, result: MethodResult): FastifyReply {

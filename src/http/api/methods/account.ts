@@ -2,12 +2,12 @@
 // project key may call for its own project. Handlers read arguments, call operations and present
 // rows: keys, hashes, mailbox passwords and postback secrets never appear in a presentation except
 // the one reply that creates (or rotates) them.
-import type { Args } from '../../domain/args.ts';
-import { ApiError } from '../../domain/errors.ts';
-import { keyPrefix } from '../../domain/keys.ts';
-import { formatIsoTime } from '../../domain/time.ts';
-import { MAX_ACCOUNT_NAME, readAccountSettings, updateAccount } from '../../operations/account-settings.ts';
-import type { Services } from '../../operations/context.ts';
+import type { Args } from '../../../domain/args.ts';
+import { ApiError } from '../../../domain/errors.ts';
+import { keyPrefix } from '../../../domain/keys.ts';
+import { formatIsoTime } from '../../../domain/time.ts';
+import { MAX_ACCOUNT_NAME, readAccountSettings, updateAccount } from '../../../operations/account-settings.ts';
+import type { Services } from '../../../operations/context.ts';
 import {
   createMailbox,
   deleteMailbox,
@@ -17,7 +17,7 @@ import {
   updateMailbox,
   MAILBOX_LIMITS,
   type MailboxChanges,
-} from '../../operations/mailboxes.ts';
+} from '../../../operations/mailboxes.ts';
 import {
   MAX_PROJECT_NAME,
   MAX_PROJECT_UID,
@@ -32,7 +32,7 @@ import {
   updateProject,
   type ProjectSettings,
   type ProjectView,
-} from '../../operations/projects.ts';
+} from '../../../operations/projects.ts';
 import {
   createTemplate,
   deleteTemplate,
@@ -41,8 +41,8 @@ import {
   updateTemplate,
   type TemplateInput,
   type TemplateTarget,
-} from '../../operations/templates.ts';
-import type { Account, Mailbox, Project, Template } from '../../storage/schema.ts';
+} from '../../../operations/templates.ts';
+import type { Account, Mailbox, Project, Template } from '../../../storage/schema.ts';
 import { defineMethods, type MethodCall } from './types.ts';
 
 // ---- presenting ----

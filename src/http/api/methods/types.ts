@@ -1,9 +1,9 @@
 // One row of the method table: which key may call it and what it does. Handlers read their
 // arguments with Args (domain/args.ts), call operations, and return the `data` of the envelope.
-import type { Args, Json, JsonObject } from '../../domain/args.ts';
-import { ApiError } from '../../domain/errors.ts';
-import type { Caller, KeyKind, Services } from '../../operations/context.ts';
-import type { Project } from '../../storage/schema.ts';
+import type { Args, Json, JsonObject } from '../../../domain/args.ts';
+import { ApiError } from '../../../domain/errors.ts';
+import type { Caller, KeyKind, Services } from '../../../operations/context.ts';
+import type { Project } from '../../../storage/schema.ts';
 
 export interface MethodCall {
   readonly services: Services;

@@ -1,7 +1,7 @@
 // send_message (project key): the ingest path. Parsing and checks are the operation's; this row
 // only passes the request's parts and presents data.message.{id, url}.
-import type { ProjectCaller } from '../../operations/context.ts';
-import { sendMessage } from '../../operations/send-message.ts';
+import type { ProjectCaller } from '../../../operations/context.ts';
+import { sendMessage } from '../../../operations/send-message.ts';
 import { defineMethods } from './types.ts';
 
 export const sendMethods = defineMethods([

@@ -1,5 +1,5 @@
 // Methods about the API itself.
-import { ApiError } from '../../domain/errors.ts';
+import { ApiError } from '../../../domain/errors.ts';
 import { defineMethods, type MethodDef } from './types.ts';
 
 export function metaMethods(all: () => readonly MethodDef[]): MethodDef[] {

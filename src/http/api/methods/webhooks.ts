@@ -1,9 +1,9 @@
 // Account-key methods of delivery webhooks (issue 6): endpoints, their secrets, and the record of
 // deliveries (pending, delivered, failed) with every attempt. Secrets appear only in the answers of
 // create_webhook and rotate_webhook_secret.
-import type { Args } from '../../domain/args.ts';
-import { eventIdOf, mailboxUidOfRef } from '../../domain/outbound-refs.ts';
-import { formatIsoTime } from '../../domain/time.ts';
+import type { Args } from '../../../domain/args.ts';
+import { eventIdOf, mailboxUidOfRef } from '../../../domain/outbound-refs.ts';
+import { formatIsoTime } from '../../../domain/time.ts';
 import {
   createWebhook,
   deleteWebhook,
@@ -17,7 +17,7 @@ import {
   type DeliveryView,
   type WebhookEvent,
   type WebhookView,
-} from '../../operations/webhooks.ts';
+} from '../../../operations/webhooks.ts';
 import { defineMethods } from './types.ts';
 
 function presentWebhook(view: WebhookView) {

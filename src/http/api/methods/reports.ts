@@ -1,21 +1,21 @@
 // The read methods: what happened to the messages a project sent (docs/api/reports.md). Each
 // handler reads its arguments, calls an operation in operations/reports/, and returns `data`.
-import { Args } from '../../domain/args.ts';
-import { ApiError, callError } from '../../domain/errors.ts';
-import { parseApiDate } from '../../domain/time.ts';
-import type { Services } from '../../operations/context.ts';
-import { listTransmissionHistory } from '../../operations/reports/history.ts';
+import { Args } from '../../../domain/args.ts';
+import { ApiError, callError } from '../../../domain/errors.ts';
+import { parseApiDate } from '../../../domain/time.ts';
+import type { Services } from '../../../operations/context.ts';
+import { listTransmissionHistory } from '../../../operations/reports/history.ts';
 import {
   getMessageDeliveryStatus,
   getMessageReceipt,
   getMessageStatusCounts,
   getMessageTransmissions,
   getRecipientsList,
-} from '../../operations/reports/message-report.ts';
-import { listMessages } from '../../operations/reports/messages.ts';
-import { getProjectMetrics } from '../../operations/reports/metrics.ts';
-import { getSuppressionList } from '../../operations/reports/suppression-list.ts';
-import { getAccountInfo, getProjectInfo } from '../../operations/reports/usage-info.ts';
+} from '../../../operations/reports/message-report.ts';
+import { listMessages } from '../../../operations/reports/messages.ts';
+import { getProjectMetrics } from '../../../operations/reports/metrics.ts';
+import { getSuppressionList } from '../../../operations/reports/suppression-list.ts';
+import { getAccountInfo, getProjectInfo } from '../../../operations/reports/usage-info.ts';
 import { defineMethods, projectOf, type MethodCall } from './types.ts';
 
 /** Default per_page of every listing (the spec's figure), lowered to the configured maximum. */

@@ -1,8 +1,8 @@
 // Decoding a request body: UTF-8 first (naming the byte offset of the first bad byte), then JSON,
 // then the top-level shape. Each failure is an ApiError with the spec's status.
 import { isUtf8 } from 'node:buffer';
-import { ApiError, callError, MESSAGES } from '../domain/errors.ts';
-import { isPlainObject, type JsonObject } from '../domain/args.ts';
+import { ApiError, callError, MESSAGES } from '../../domain/errors.ts';
+import { isPlainObject, type JsonObject } from '../../domain/args.ts';
 
 /** Offset of the first byte that is not part of a well-formed UTF-8 sequence, or -1. */
 export function firstInvalidUtf8Offset(buf: Uint8Array): number {

@@ -1,9 +1,9 @@
 // Delivery configuration methods (issue 3): the suppression list by hand (project key) and sending
 // domains with their DKIM keys and DNS records (account key). docs/domains-and-bounces.md.
-import type { Args } from '../../domain/args.ts';
-import { formatIsoTime } from '../../domain/time.ts';
-import { checkDomain, createDomain, getDomain, listDomains, removeDomain, type DomainView } from '../../operations/domains.ts';
-import { addToSuppressionList, removeFromSuppressionList } from '../../operations/suppressions.ts';
+import type { Args } from '../../../domain/args.ts';
+import { formatIsoTime } from '../../../domain/time.ts';
+import { checkDomain, createDomain, getDomain, listDomains, removeDomain, type DomainView } from '../../../operations/domains.ts';
+import { addToSuppressionList, removeFromSuppressionList } from '../../../operations/suppressions.ts';
 import { defineMethods, projectOf } from './types.ts';
 
 /** `address` (one string) and/or `addresses` (an array of strings, or one string). */

@@ -1,0 +1,96 @@
+// The PostageApp API as one encapsulated Fastify plugin: POST {base}/v.<version>/<method>[.json]
+// with a JSON body, answered in the envelope (docs/api/README.md). Its body parser, version and
+// method checks, error handler and not-found answer live in this plugin's context only, so other
+// edges (tracking, dashboard, operations endpoints) mount beside it with their own conventions.
+// The order of checks is the clients' (compatibility.md): version, body (UTF-8, JSON), key
+// (401/423), method (call_error), then the method's own argument checks.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Args, type Json, type JsonObject } from '../../domain/args.ts';
+import { ApiError, callError, MESSAGES } from '../../domain/errors.ts';
+import { authenticate } from '../../operations/authenticate.ts';
+import type { Services } from '../../operations/context.ts';
+import { decodeBody } from './body.ts';
+import { sendError, sendOk } from './envelope.ts';
+import { METHODS } from './methods/index.ts';
+
+const VERSIONS = new Set(['1.0', '1.1']);
+const API_PATH = /^\/v\.([^/]*)\/([^/?]+?)(\.json)?(?:\?.*)?$/;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    posthornMethod?: string;
+  }
+}
+
+/** Registered at the root prefix; encapsulated, so its hooks and parsers apply to its routes only. */
+export async function postageAppApi(app: FastifyInstance, opts: { services: Services }): Promise<void> {
+  const { services } = opts;
+  const { config } = services;
+
+  // Every body is read as bytes: UTF-8 and JSON are checked by us, whatever the Content-Type
+  // (v1.1 clients send JSON as application/x-www-form-urlencoded).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+
+  // The version is checked before the body is read, so a wrong version is 409 even when the body
+  // is also wrong or too large.
+  app.addHook('onRequest', async (request, reply) => {
+    const match = API_PATH.exec(request.url);
+    if (!match) return;
+    if (!VERSIONS.has(match[1])) return sendError(reply, null, new ApiError('conflict', MESSAGES.versionConflict(match[1])));
+    if (request.method !== 'POST') {
+      return sendError(reply, null, new ApiError('method_not_allowed', `Every API call is an HTTP POST; got ${request.method}.`));
+    }
+    if (match[1] === '1.0' && !/^application\/json\s*(;|$)/i.test(request.headers['content-type'] ?? '')) {
+      return sendError(reply, null, new ApiError('invalid_json', 'API version 1.0 requires the header Content-Type: application/json.'));
+    }
+    request.posthornMethod = match[2];
+  });
+
+  app.post('/*', (request, reply) => handleApiCall(services, request, reply));
+
+  app.setNotFoundHandler((request, reply) => sendError(reply, null, new ApiError('not_found', `No such path: ${request.method} ${request.url.split('?')[0]}`)));
+  app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
+    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413) {
+      return sendError(reply, null, new ApiError('payload_too_large', `Request body exceeds the limit of ${config.maxBodyBytes} bytes.`));
+    }
+    if (error.statusCode !== undefined && error.statusCode < 500) {
+      return sendError(reply, null, callError('malformed HTTP request'));
+    }
+    request.log.error({ err: error, path: request.url.split('?')[0] }, 'unhandled error in HTTP edge');
+    return sendError(reply, null, new ApiError('internal_server_error', MESSAGES.internal));
+  });
+}
+
+async function handleApiCall(services: Services, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const methodName = request.posthornMethod;
+  if (methodName === undefined) {
+    return sendError(reply, null, new ApiError('not_found', `No such path: ${request.url.split('?')[0]}. API calls go to /v.1.1/<method>.`));
+  }
+  let uid: Json | undefined;
+  try {
+    const body = decodeBody(request.body as Buffer | undefined);
+    uid = body.uid;
+    const apiKey = body.api_key;
+    if (apiKey !== undefined && apiKey !== null && typeof apiKey !== 'string') {
+      throw callError('"api_key" must be a string');
+    }
+    const caller = await authenticate(services, apiKey ?? '');
+    const method = METHODS.get(methodName);
+    if (!method) throw callError(`unknown method "${methodName}"`);
+    if (method.key !== 'any' && method.key !== caller.keyKind) {
+      throw new ApiError(
+        'unauthorized',
+        `Method ${methodName} needs ${method.key === 'project' ? 'a project' : 'an account'} API key; ${caller.keyKind === 'project' ? 'a project' : 'an account'} key was used.`,
+      );
+    }
+    const args = Args.from(body.arguments);
+    const result = await method.run({ services, caller, args, uid, body: body as JsonObject });
+    return sendOk(reply, uid, result);
+  } catch (error) {
+    if (!(error instanceof ApiError)) {
+      request.log.error({ err: error, method: methodName }, 'operation failed unexpectedly');
+    }
+    return sendError(reply, uid, error);
+  }
+}
