@@ -8,10 +8,12 @@ import { systemClock, type Clock } from './domain/clock.ts';
 import { SecretBox } from './domain/secret-box.ts';
 import { buildHttpServer } from './http/server.ts';
 import { createLogger } from './log.ts';
-import type { Services } from './operations/context.ts';
+import { forgetDkimKeys } from './delivery/dkim.ts';
+import type { Ports, Services } from './services.ts';
 import { migrateToLatest } from './storage/migrate.ts';
 import { loadSecretKey } from './storage/secret-key.ts';
 import { openStore } from './storage/store.ts';
+import { parseOutboundUrl, resolveOutboundHost } from './webhooks/url-policy.ts';
 
 export interface AppOptions {
   clock?: Clock;
@@ -40,7 +42,15 @@ export async function openServices(config: Readonly<Config>, opts: AppOptions = 
     throw error;
   }
   const secrets = new SecretBox(loadSecretKey(config));
-  return { store, config, clock: opts.clock ?? systemClock, secrets, log };
+  const ports: Ports = {
+    outboundAddresses: {
+      parseUrl: parseOutboundUrl,
+      checkHost: (host) => resolveOutboundHost(host, { allowPrivate: config.allowPrivateWebhooks, dnsServers: config.dnsServers }),
+    },
+    forgetDkimKeys: (accountId) => forgetDkimKeys(services, accountId),
+  };
+  const services: Services = { store, config, clock: opts.clock ?? systemClock, secrets, log, ports };
+  return services;
 }
 
 /** Applies pending migrations and closes the store (`posthorn migrate`); returns what was applied. */

@@ -1,6 +1,6 @@
 // The long-running parts of a worker process: each module contributes a factory; a factory returns
 // null where its feature is not configured.
-import type { Services } from './operations/context.ts';
+import type { Services } from './services.ts';
 import { createDeliveryService } from './delivery/index.ts';
 import { createBounceListener } from './smtp/index.ts';
 import { createWebhookDispatcher } from './webhooks/index.ts';

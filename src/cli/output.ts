@@ -2,7 +2,7 @@
 import { openServices } from '../app.ts';
 import type { Config } from '../config.ts';
 import { createLogger } from '../log.ts';
-import type { Services } from '../operations/context.ts';
+import type { Services } from '../services.ts';
 
 export function flag(flags: Map<string, string[]>, name: string): string | undefined {
   const v = flags.get(name);

@@ -18,7 +18,7 @@ import { classifySmtpReply, type OutcomeKind } from '../domain/classify-smtp-rep
 import { decideRetry, parseRetrySchedule, type RetryPolicy } from '../domain/retry-policy.ts';
 import { generateWorkerId } from '../domain/keys.ts';
 import { formatIsoTime } from '../domain/time.ts';
-import type { Services } from '../operations/context.ts';
+import type { Services } from '../services.ts';
 import {
   claimDueTransmissions,
   finishTransmission,
@@ -33,11 +33,12 @@ import { recordEvent, type EventType } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
 import { findActiveSuppression, recordBounce } from '../storage/suppressions.ts';
 import { addressedMime, envelopeAddress } from './compose.ts';
+import { HeaderValueError } from '../domain/headers.ts';
 import { DnsResolver } from './dns-resolver.ts';
 import { MessageContexts, type MessageContext } from './message-contexts.ts';
 import { Router } from './routes.ts';
 import { SmtpClient } from './smtp-client.ts';
-import { returnPathFor, verpTagKey } from './verp.ts';
+import { returnPathFor, verpTagKey } from '../domain/verp.ts';
 
 /** The result of one delivery attempt, as a value. */
 export interface DeliveryOutcome {
@@ -296,7 +297,14 @@ export class DeliveryService implements BackgroundService {
     const route = await this.router.route(recipient.domain);
     if (route.kind !== 'route') return localOutcome(route.kind, route.resultCode, route.resultMessage, started);
 
-    const composed = await this.contexts.compose(context, t);
+    let composed;
+    try {
+      composed = await this.contexts.compose(context, t);
+    } catch (error) {
+      // A header value made invalid by variable substitution (domain/headers.ts): no retry can fix it.
+      if (error instanceof HeaderValueError) return localOutcome('failed', 'INVALID_HEADER', error.message, started);
+      throw error;
+    }
     const raw = addressedMime(composed, t.recipient, t.recipient_name);
     const envelope = { from: returnPathFor(services.config.bounceDomain, t.id, verpTagKey(services)), to: recipient.address };
     const sent = await this.smtp.sendVia(route.destinations, envelope, raw, composed.dkim);

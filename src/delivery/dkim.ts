@@ -8,7 +8,7 @@
 // Cached per Services for DKIM_CACHE_MS (negative answers too), so a busy worker does not query and
 // decrypt for every message. create_domain/delete_domain in this process forget the account's
 // entries at once; other processes see the change within DKIM_CACHE_MS.
-import type { Services } from '../operations/context.ts';
+import type { Services } from '../services.ts';
 import { canonicalDomainName } from '../domain/dns-records.ts';
 import { normalizeAddress } from '../domain/suppression-policy.ts';
 import { findDomainsByName } from '../storage/domains.ts';

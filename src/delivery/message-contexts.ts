@@ -5,14 +5,14 @@
 // is loaded with ONE query for the messages not cached yet. Composition is cached per distinct
 // content: one build per message, or per distinct set of recipient variables when the content has
 // {{variables}}; never cached when tracking makes every transmission's HTML its own.
-import type { Services } from '../operations/context.ts';
+import type { Services } from '../services.ts';
 import { parsePayload, type MessagePayload } from '../domain/message-payload.ts';
 import { mergeVariables, type Variables } from '../domain/variables.ts';
 import type { ClaimedTransmission } from '../storage/delivery-queue.ts';
 import { composeMime, payloadHasVariables, type ComposedMime } from './compose.ts';
 import { findDkimKey, type DkimKey } from './dkim.ts';
 import { applyTracking } from './tracking.ts';
-import { trackingSigningKey } from './tracking-key.ts';
+import { trackingSigningKey } from '../domain/tracking-token.ts';
 
 export interface MessageContext {
   id: number;

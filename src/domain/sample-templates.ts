@@ -1,9 +1,20 @@
 // The two templates every new project starts with. Client libraries' own test suites send with
 // sample_child_template (compatibility.md), so their shape matters: a layout holding {{*}}, and a
 // child that fills it and uses variables.
-import type { TemplateFields } from '../storage/templates.ts';
 
-export function sampleTemplates(mailerHost: string): TemplateFields[] {
+/** The fields of one stored template (what storage's insertTemplate takes). */
+export interface SampleTemplate {
+  slug: string;
+  name: string | null;
+  subject: string | null;
+  from_address: string | null;
+  parent_slug: string | null;
+  css: string | null;
+  text_body: string | null;
+  html_body: string | null;
+}
+
+export function sampleTemplates(mailerHost: string): SampleTemplate[] {
   return [
     {
       slug: 'sample_parent_layout',

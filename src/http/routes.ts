@@ -1,7 +1,7 @@
 // The edges of the HTTP listener, one line each: the PostageApp API (an encapsulated plugin with
 // its own body handling, envelope errors and not-found answer), tracking pixel and links, health.
 import type { FastifyInstance } from 'fastify';
-import type { Services } from '../operations/context.ts';
+import type { Services } from '../services.ts';
 import { postageAppApi } from './api/plugin.ts';
 import { installTrackingRoutes } from './tracking-routes.ts';
 

@@ -2,7 +2,7 @@
 // Each edge is its own plugin with its own conventions; the PostageApp API is http/api/plugin.ts.
 import fs from 'node:fs';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
-import type { Services } from '../operations/context.ts';
+import type { Services } from '../services.ts';
 import { ROUTE_INSTALLERS } from './routes.ts';
 
 export async function buildHttpServer(services: Services): Promise<FastifyInstance> {

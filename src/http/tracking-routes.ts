@@ -1,10 +1,9 @@
-// The tracking endpoints (issue 6), served by the API listener at --public-url:
+// The tracking endpoints (docs/tracking.md), served by the API listener at --public-url:
 //   GET /t/o/<token>.gif  the open pixel: a 1x1 GIF, records the first open
 //   GET /t/c/<token>      a click: 302 to the signed target URL, records the first click
 // A token whose signature does not verify is answered 404 and records nothing, so the redirector
-// cannot be used to send anyone anywhere else (delivery/tracking.ts).
-import { readTrackingToken } from '../delivery/tracking.ts';
-import { trackingSigningKey } from '../delivery/tracking-key.ts';
+// cannot be used to send anyone anywhere else (src/domain/tracking-token.ts).
+import { readTrackingToken, trackingSigningKey } from '../domain/tracking-token.ts';
 import { recordClick, recordOpen } from '../operations/tracking.ts';
 import type { RouteInstaller } from './routes.ts';
 

@@ -17,7 +17,7 @@ import tls from 'node:tls';
 import { ImapFlow } from 'imapflow';
 import type { BackgroundService } from '../background.ts';
 import { generateWorkerId } from '../domain/keys.ts';
-import type { Services } from '../operations/context.ts';
+import type { Services } from '../services.ts';
 import {
   claimDueMailboxes,
   enqueuePostback,

@@ -4,7 +4,7 @@
 import { invalidArgument, type Json, type JsonObject } from '../domain/args.ts';
 import { findAccountById, updateAccount as updateAccountRow } from '../storage/accounts.ts';
 import type { Account } from '../storage/schema.ts';
-import type { Services } from './context.ts';
+import type { Services } from '../services.ts';
 
 /** Longest account name, in characters. */
 export const MAX_ACCOUNT_NAME = 200;

@@ -4,7 +4,7 @@ import { generateApiKey, hashApiKey, keyPrefix } from '../domain/keys.ts';
 import { insertAccount, listAccounts as listAccountRows, findAccountByUid, updateAccount } from '../storage/accounts.ts';
 import { insertApiKey } from '../storage/api-keys.ts';
 import type { Account } from '../storage/schema.ts';
-import type { Services } from './context.ts';
+import type { Services } from '../services.ts';
 
 export interface CreatedAccount {
   account: Account;

@@ -3,7 +3,8 @@
 import { ApiError, MESSAGES } from '../domain/errors.ts';
 import { hashApiKey, hashesEqual } from '../domain/keys.ts';
 import { findKeyByHash } from '../storage/api-keys.ts';
-import type { Caller, Services } from './context.ts';
+import type { Caller } from './context.ts';
+import type { Services } from '../services.ts';
 
 export async function authenticate(services: Services, apiKey: string): Promise<Caller> {
   const hash = hashApiKey(apiKey);

@@ -18,7 +18,7 @@ import { failTransmissionByBounce, findBounceTarget, type BounceTarget } from '.
 import { recordEvent } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
 import { recordBounce } from '../storage/suppressions.ts';
-import type { Services } from './context.ts';
+import type { Services } from '../services.ts';
 
 export interface IncomingBounce {
   /** transmissions named by the verified VERP recipients of the mail */

@@ -1,19 +1,9 @@
-// What every operation receives: the collaborators (store, configuration, clock, secrets, log)
-// and, for API calls, the caller that the key identified.
-import type { Logger } from 'pino';
-import type { Config } from '../config.ts';
-import type { Clock } from '../domain/clock.ts';
-import type { SecretBox } from '../domain/secret-box.ts';
+// What an API-facing operation knows of its caller: the key kind and what the key identified. The
+// collaborators every operation receives are described in src/services.ts.
 import type { Account, Project } from '../storage/schema.ts';
-import type { Store } from '../storage/store.ts';
 
-export interface Services {
-  readonly store: Store;
-  readonly config: Readonly<Config>;
-  readonly clock: Clock;
-  readonly secrets: SecretBox;
-  readonly log: Logger;
-}
+/** The records operations hand to edges (rows as storage reads them), named here so edges need no storage import. */
+export type { Account, Mailbox, Project, Template } from '../storage/schema.ts';
 
 export type KeyKind = 'account' | 'project';
 

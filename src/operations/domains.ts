@@ -4,7 +4,6 @@
 import { generateKeyPair } from 'node:crypto';
 import { Resolver } from 'node:dns/promises';
 import { promisify } from 'node:util';
-import { forgetDkimKeys } from '../delivery/dkim.ts';
 import {
   canonicalDomainName,
   checkDkim,
@@ -21,7 +20,7 @@ import {
 import { ApiError } from '../domain/errors.ts';
 import { countDomains, deleteDomain as deleteDomainRow, findDomain, insertDomain, listDomains as listDomainRows, recordDomainCheck } from '../storage/domains.ts';
 import type { Account, Domain } from '../storage/schema.ts';
-import type { Services } from './context.ts';
+import type { Services } from '../services.ts';
 
 /** Domains per account: each costs an RSA key generation, so the number is bounded. */
 export const MAX_DOMAINS_PER_ACCOUNT = 100;
@@ -85,7 +84,7 @@ export async function createDomain(services: Services, account: Account, input: 
         now,
       }),
     );
-    forgetDkimKeys(services, account.id);
+    services.ports.forgetDkimKeys(account.id);
     return viewOf(services, domain);
   } catch (error) {
     // Two concurrent creations of one name: the unique constraint decides.
@@ -105,7 +104,7 @@ export async function getDomain(services: Services, account: Account, input: { n
 export async function removeDomain(services: Services, account: Account, input: { name: string }): Promise<string> {
   const domain = await requireDomain(services, account, input.name);
   const deleted = await services.store.write((trx) => deleteDomainRow(trx, account.id, domain.name));
-  forgetDkimKeys(services, account.id);
+  services.ports.forgetDkimKeys(account.id);
   if (!deleted) throw new ApiError('not_found', `Domain ${domain.name} not found.`);
   return domain.name;
 }

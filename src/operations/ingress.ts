@@ -10,9 +10,9 @@ import type { Mailbox } from '../storage/schema.ts';
 import { advanceMailboxPosition, claimDueMailboxRows, extendMailboxLease, findLeasedMailboxFailures, updateLeasedMailbox } from '../storage/mailboxes.ts';
 import { insertInboundEmail, listPostingInboundEmails, setInboundEmailState } from '../storage/inbound-emails.ts';
 import type { InboundEmail } from '../storage/outbound-schema.ts';
-import { enqueueOutbound, outboundStates } from '../webhooks/outbound.ts';
-import { signPostback } from '../webhooks/sign.ts';
-import type { Services } from './context.ts';
+import { enqueueOutbound, outboundStates } from './outbound-requests.ts';
+import { signPostback } from '../domain/signatures.ts';
+import type { Services } from '../services.ts';
 
 /** Backoff after a failed login or connection: 1 min doubling to at most 1 h. */
 export function mailboxRetryDelayMs(failures: number): number {

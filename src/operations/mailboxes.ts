@@ -21,7 +21,7 @@ import {
 } from '../storage/mailboxes.ts';
 import type { Account, Mailbox } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
-import type { Services } from './context.ts';
+import type { Services } from '../services.ts';
 import { checkOutboundUrl } from './outbound-url.ts';
 
 export const MAILBOX_LIMITS = Object.freeze({

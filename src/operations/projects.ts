@@ -10,7 +10,7 @@ import { countProjects, findProjectByUid, insertProject, listProjects as listPro
 import type { Account, Project } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
 import { insertTemplate } from '../storage/templates.ts';
-import type { Services } from './context.ts';
+import type { Services } from '../services.ts';
 
 /** Most projects one account may hold: list_projects is unpaged, so it stays bounded. */
 export const MAX_PROJECTS_PER_ACCOUNT = 1000;

@@ -18,7 +18,8 @@ import { checkLayoutChain, MAX_LAYOUT_CHAIN, type TemplateLevel } from '../domai
 import { insertMessage } from '../storage/messages.ts';
 import { findTemplateChain } from '../storage/template-layouts.ts';
 import { insertTransmissions, type AcceptedTransmission } from '../storage/transmissions.ts';
-import type { ProjectCaller, Services } from './context.ts';
+import type { ProjectCaller } from './context.ts';
+import type { Services } from '../services.ts';
 
 export interface SendMessageInput {
   args: Args;

@@ -7,7 +7,7 @@ import { isPlausibleAddress, normalizeAddress } from '../domain/suppression-poli
 import { formatIsoTime } from '../domain/time.ts';
 import type { Project, Suppression } from '../storage/schema.ts';
 import { addManualSuppressions, findSuppressions, removeSuppressions } from '../storage/suppressions.ts';
-import type { Services } from './context.ts';
+import type { Services } from '../services.ts';
 
 /** Addresses in one add or remove call. */
 export const MAX_ADDRESSES_PER_CALL = 1000;

@@ -21,7 +21,8 @@ import {
   updateTemplate as updateTemplateRow,
   type TemplateFields,
 } from '../storage/templates.ts';
-import type { Caller, Services } from './context.ts';
+import type { Caller } from './context.ts';
+import type { Services } from '../services.ts';
 import { findAccountProject } from './projects.ts';
 
 /**

@@ -7,7 +7,7 @@ import { recordEvent } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
 import { findTransmissionSubject, setFirstTrackingTime } from '../storage/transmissions.ts';
 import { formatIsoTime } from '../domain/time.ts';
-import type { Services } from './context.ts';
+import type { Services } from '../services.ts';
 
 export interface TrackingHit {
   transmissionId: number;

@@ -13,8 +13,8 @@ import { findProjectById, findProjectByUid } from '../storage/projects.ts';
 import type { Account } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
 import { countWebhooks, deleteWebhook as deleteWebhookRow, findProjectUids, findWebhookByUid, insertWebhook, listWebhooks as listWebhookRows, updateWebhook as updateWebhookRow } from '../storage/webhooks.ts';
-import { generateWebhookSecret } from '../webhooks/sign.ts';
-import type { Services } from './context.ts';
+import { generateWebhookSecret } from '../domain/signatures.ts';
+import type { Services } from '../services.ts';
 import { checkOutboundUrl } from './outbound-url.ts';
 
 const WEBHOOK_URL = { field: 'url', label: 'Webhook URL' };

@@ -7,9 +7,9 @@
 import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import type { BackgroundService } from '../background.ts';
-import { transmissionIdFromReturnPath, verpTagKey } from '../delivery/verp.ts';
+import { transmissionIdFromReturnPath, verpTagKey } from '../domain/verp.ts';
 import { processBounceMail } from '../operations/bounces.ts';
-import type { Services } from '../operations/context.ts';
+import type { Services } from '../services.ts';
 
 /** Largest bounce accepted: reports quote the original message, which may carry attachments. */
 export const MAX_BOUNCE_BYTES = 10 * 1024 * 1024;

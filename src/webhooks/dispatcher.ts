@@ -15,7 +15,7 @@ import type { BackgroundService } from '../background.ts';
 import { generateWorkerId } from '../domain/keys.ts';
 import { eventIdOf, mailboxUidOfRef, postbackRefOf } from '../domain/outbound-refs.ts';
 import { formatIsoTime } from '../domain/time.ts';
-import type { Services } from '../operations/context.ts';
+import type { Services } from '../services.ts';
 import {
   claimDueOutbound,
   finishOutbound,
@@ -34,7 +34,7 @@ import type { OutboundAttempt, OutboundRequest, Webhook } from '../storage/outbo
 import { claimUndispatchedEvents, findProjectUids, findWebhooksByIds, listActiveWebhooksOf, type ClaimedEvent } from '../storage/webhooks.ts';
 import { postOnce, type PostOutcome } from './http-post.ts';
 import { nextOutboundAttemptAt } from './retry-schedule.ts';
-import { signWebhook } from './sign.ts';
+import { signWebhook } from '../domain/signatures.ts';
 import { parseOutboundUrl, resolveOutboundAddress } from './url-policy.ts';
 
 /** Requests in flight per process. */

@@ -35,7 +35,12 @@ export interface ResolveOptions {
 
 /** Resolves the URL's host and checks every address; the first checked address is the one to use. */
 export async function resolveOutboundAddress(url: URL, opts: ResolveOptions): Promise<AddressCheck> {
-  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  return resolveOutboundHost(url.hostname, opts);
+}
+
+/** The same check for a bare host: a name, an IPv4 literal or an IPv6 literal (bracketed or not). */
+export async function resolveOutboundHost(hostname: string, opts: ResolveOptions): Promise<AddressCheck> {
+  const host = hostname.replace(/^\[(.*)\]$/, '$1');
   let addresses: string[];
   if (net.isIP(host)) {
     addresses = [host];

@@ -2,9 +2,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import nodemailer from 'nodemailer';
-import { returnPathFor, verpTagKey } from '../../src/delivery/verp.ts';
+import { returnPathFor, verpTagKey } from '../../src/domain/verp.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
-import type { Services } from '../../src/operations/context.ts';
+import type { Services } from '../../src/services.ts';
 import { BounceListener, createBounceListener } from '../../src/smtp/index.ts';
 import { findActiveSuppression } from '../../src/storage/suppressions.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';

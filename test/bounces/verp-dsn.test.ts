@@ -1,7 +1,7 @@
 // Pure parts: VERP addresses and their tags, DSN fields and the verdicts drawn from them.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { returnPathFor, transmissionIdFromReturnPath } from '../../src/delivery/verp.ts';
+import { returnPathFor, transmissionIdFromReturnPath } from '../../src/domain/verp.ts';
 import { bounceFromText, classifyDeliveryStatus, parseDeliveryStatus } from '../../src/domain/dsn.ts';
 
 describe('VERP return paths', () => {

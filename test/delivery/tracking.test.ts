@@ -3,8 +3,7 @@
 // projects that did not opt in are sent as written.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { readTrackingToken } from '../../src/delivery/tracking.ts';
-import { trackingSigningKey } from '../../src/delivery/tracking-key.ts';
+import { readTrackingToken, trackingSigningKey } from '../../src/domain/tracking-token.ts';
 import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 import { simpleMessage, startDeliveryHarness, type DeliveryHarness } from './harness.ts';
 

@@ -1,7 +1,7 @@
 // Transmissions to bounce, written straight into the store (the bounce tests do not depend on the
 // delivery engine), and bounce mails to send to the listener.
 import { randomUUID } from 'node:crypto';
-import type { Services } from '../../src/operations/context.ts';
+import type { Services } from '../../src/services.ts';
 
 export interface FixtureTransmission {
   messageId: number;

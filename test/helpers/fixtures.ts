@@ -1,7 +1,7 @@
 // Rows written straight into the store, with chosen statuses and timestamps, for tests of what
 // reads them (reports, metrics). They go through store.write like any writer, so they respect the
 // group commit. Not a substitute for send_message where the send itself is under test.
-import type { Services } from '../../src/operations/context.ts';
+import type { Services } from '../../src/services.ts';
 import type { Message, Suppression, Transmission } from '../../src/storage/schema.ts';
 
 export interface TransmissionFixture {

@@ -3,8 +3,8 @@
 // redirect), the pixel records opened_at; opened/clicked events reach a webhook.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { applyTracking, makeTrackingToken } from '../../src/delivery/tracking.ts';
-import { trackingSigningKey } from '../../src/delivery/tracking-key.ts';
+import { applyTracking } from '../../src/delivery/tracking.ts';
+import { makeTrackingToken, trackingSigningKey } from '../../src/domain/tracking-token.ts';
 import type { OutboundDispatcher } from '../../src/webhooks/dispatcher.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 import { startHttpSink, verifyWebhookSignature, type HttpSink } from '../helpers/http-sink.ts';

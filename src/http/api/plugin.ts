@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Args, type Json, type JsonObject } from '../../domain/args.ts';
 import { ApiError, callError, MESSAGES } from '../../domain/errors.ts';
 import { authenticate } from '../../operations/authenticate.ts';
-import type { Services } from '../../operations/context.ts';
+import type { Services } from '../../services.ts';
 import { decodeBody } from './body.ts';
 import { sendError, sendOk } from './envelope.ts';
 import { METHODS } from './methods/index.ts';

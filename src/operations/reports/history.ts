@@ -3,7 +3,7 @@
 import { DAY_MS, formatApiTime } from '../../domain/time.ts';
 import { listHistoryPage, type HistoryRow } from '../../storage/reports.ts';
 import type { Project } from '../../storage/schema.ts';
-import type { Services } from '../context.ts';
+import type { Services } from '../../services.ts';
 
 export interface HistoryRequest {
   /** first day included, as epoch ms of its first millisecond (UTC), or null for no lower bound */

@@ -4,7 +4,7 @@ import { ApiError } from '../../domain/errors.ts';
 import { formatApiTime } from '../../domain/time.ts';
 import { findMessageByUid, listTransmissionsOfMessage, type MessageSummary } from '../../storage/reports.ts';
 import type { Project, Transmission } from '../../storage/schema.ts';
-import type { Services } from '../context.ts';
+import type { Services } from '../../services.ts';
 import { messageUrl } from '../send-message.ts';
 
 /** The API's four transmission statuses, in lifecycle order. */

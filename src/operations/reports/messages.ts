@@ -3,7 +3,7 @@
 import { DAY_MS, formatIsoTime } from '../../domain/time.ts';
 import { listMessagesPage, tallyTransmissionsByMessage } from '../../storage/reports.ts';
 import type { Project } from '../../storage/schema.ts';
-import type { Services } from '../context.ts';
+import type { Services } from '../../services.ts';
 
 /**
  * How long a message is kept, as reported in will_purge_at (created_at + 90 days). Posthorn does

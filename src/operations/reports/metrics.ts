@@ -17,7 +17,7 @@
 import { DAY_MS } from '../../domain/time.ts';
 import { countInWindows, type MetricColumn, type MetricFilter, type TimeWindow } from '../../storage/reports.ts';
 import type { Project } from '../../storage/schema.ts';
-import type { Services } from '../context.ts';
+import type { Services } from '../../services.ts';
 
 export const METRIC_PERIODS = ['hour', 'date', 'week', 'month'] as const;
 export type MetricPeriod = (typeof METRIC_PERIODS)[number];

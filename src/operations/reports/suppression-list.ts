@@ -2,7 +2,7 @@
 import { formatIsoTime } from '../../domain/time.ts';
 import { listActiveSuppressions } from '../../storage/reports.ts';
 import type { Project } from '../../storage/schema.ts';
-import type { Services } from '../context.ts';
+import type { Services } from '../../services.ts';
 
 export interface SuppressionReport {
   /** rejected (permanent) | warning (blocked until blocked_until) */

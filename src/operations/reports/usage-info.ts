@@ -3,7 +3,7 @@
 import { DAY_MS } from '../../domain/time.ts';
 import { countTransmissionsCreated, listProjectIdsOfAccount } from '../../storage/reports.ts';
 import type { Account, Project } from '../../storage/schema.ts';
-import type { Services } from '../context.ts';
+import type { Services } from '../../services.ts';
 import { projectUrl } from '../projects.ts';
 
 export interface UsageInfo {

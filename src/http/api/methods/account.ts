@@ -7,7 +7,7 @@ import { ApiError } from '../../../domain/errors.ts';
 import { keyPrefix } from '../../../domain/keys.ts';
 import { formatIsoTime } from '../../../domain/time.ts';
 import { MAX_ACCOUNT_NAME, readAccountSettings, updateAccount } from '../../../operations/account-settings.ts';
-import type { Services } from '../../../operations/context.ts';
+import type { Services } from '../../../services.ts';
 import {
   createMailbox,
   deleteMailbox,
@@ -42,7 +42,7 @@ import {
   type TemplateInput,
   type TemplateTarget,
 } from '../../../operations/templates.ts';
-import type { Account, Mailbox, Project, Template } from '../../../storage/schema.ts';
+import type { Account, Mailbox, Project, Template } from '../../../operations/context.ts';
 import { defineMethods, type MethodCall } from './types.ts';
 
 // ---- presenting ----

@@ -3,7 +3,7 @@
 import { Args } from '../../../domain/args.ts';
 import { ApiError, callError } from '../../../domain/errors.ts';
 import { parseApiDate } from '../../../domain/time.ts';
-import type { Services } from '../../../operations/context.ts';
+import type { Services } from '../../../services.ts';
 import { listTransmissionHistory } from '../../../operations/reports/history.ts';
 import {
   getMessageDeliveryStatus,

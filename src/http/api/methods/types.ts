@@ -2,7 +2,8 @@
 // arguments with Args (domain/args.ts), call operations, and return the `data` of the envelope.
 import type { Args, Json, JsonObject } from '../../../domain/args.ts';
 import { ApiError } from '../../../domain/errors.ts';
-import type { Caller, KeyKind, Services } from '../../../operations/context.ts';
+import type { Caller, KeyKind } from '../../../operations/context.ts';
+import type { Services } from '../../../services.ts';
 import type { Project } from '../../../storage/schema.ts';
 
 export interface MethodCall {

@@ -1,4 +1,4 @@
-// VERP return paths (issue 3, "Bounces"): every transmission goes out with its own envelope sender
+// VERP return paths (docs/domains-and-bounces.md): every transmission goes out with its own envelope sender
 // on the bounce domain, so a bounce names the transmission it is about without any parsing of its
 // body. The address carries a short HMAC tag of the transmission id, so nobody can forge a bounce
 // for another transmission by guessing ids (a forged bounce would fail mail and suppress an address).
@@ -9,7 +9,7 @@
 // listener (src/smtp/) verifies the tag and refuses, with 550, any address without a valid one, so
 // an untagged return path (the 2-argument form) would have its bounces refused.
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { Services } from '../operations/context.ts';
+import type { SecretBox } from './secret-box.ts';
 
 const PREFIX = 'bounce-';
 const TAG_HEX = 16;
@@ -49,6 +49,6 @@ function tagFor(tagKey: string, transmissionId: number): string {
  * The VERP tag key of this deployment, derived from the secret key (--secret-key or the generated
  * key file), so every process of a deployment that shares the secret computes the same tags.
  */
-export function verpTagKey(services: Pick<Services, 'secrets'>): string {
+export function verpTagKey(services: { readonly secrets: Pick<SecretBox, 'deriveKey'> }): string {
   return services.secrets.deriveKey('posthorn verp tag key v1');
 }

@@ -7,7 +7,7 @@
 // Postbacks: X-PostageApp-Signature = base64(HMAC-SHA1(postback secret, raw message)): what the
 // Ruby gem's Rails ingress checks (compatibility.md, "Mailboxes").
 import { createHmac } from 'node:crypto';
-import { randomToken } from '../domain/keys.ts';
+import { randomToken } from './keys.ts';
 
 export function signWebhook(secret: string, timestampSeconds: number, body: string): string {
   return 'v1=' + createHmac('sha256', secret).update(`${timestampSeconds}.${body}`, 'utf8').digest('hex');

@@ -1,0 +1,49 @@
+// Signed open and click tracking tokens (docs/tracking.md). A token carries the transmission id
+// (and for a click the target URL) and an HMAC-SHA256 over them with the deployment's tracking key,
+// so the click redirector only ever sends people to URLs that were in a message Posthorn sent: a
+// token made up or altered is refused (404), never an open redirect.
+//
+// The key is derived from the deployment's secret key (--secret-key or the generated
+// <data>/secret.key), so every process that shares the secret signs and verifies the same links,
+// and the secret itself never appears in a URL. Delivery passes exactly trackingSigningKey() as
+// applyTracking's signingKey (src/delivery/tracking.ts); the tracking endpoints verify with it.
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { SecretBox } from './secret-box.ts';
+
+export type TrackingToken = { kind: 'open'; transmissionId: number } | { kind: 'click'; transmissionId: number; url: string };
+
+/** 128 bits of HMAC-SHA256 are plenty for a link token and keep the links short. */
+const SIGNATURE_BYTES = 16;
+
+function sign(kind: 'o' | 'c', payload: string, key: string): string {
+  return createHmac('sha256', key).update(`${kind}:${payload}`, 'utf8').digest().subarray(0, SIGNATURE_BYTES).toString('base64url');
+}
+
+export function makeTrackingToken(token: TrackingToken, key: string): string {
+  const kind = token.kind === 'open' ? 'o' : 'c';
+  const payload = token.kind === 'open' ? String(token.transmissionId) : `${token.transmissionId}|${token.url}`;
+  return `${Buffer.from(payload, 'utf8').toString('base64url')}.${sign(kind, payload, key)}`;
+}
+
+/** The token's content when its signature is right, else null. */
+export function readTrackingToken(kind: 'open' | 'click', token: string, key: string): TrackingToken | null {
+  const dot = token.indexOf('.');
+  if (dot <= 0 || !/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(token)) return null;
+  const payload = Buffer.from(token.slice(0, dot), 'base64url').toString('utf8');
+  const given = Buffer.from(token.slice(dot + 1), 'base64url');
+  const expected = Buffer.from(sign(kind === 'open' ? 'o' : 'c', payload, key), 'base64url');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
+  if (kind === 'open') {
+    if (!/^\d+$/.test(payload)) return null;
+    return { kind, transmissionId: Number(payload) };
+  }
+  const bar = payload.indexOf('|');
+  if (bar <= 0 || !/^\d+$/.test(payload.slice(0, bar))) return null;
+  const url = payload.slice(bar + 1);
+  if (!/^https?:\/\//i.test(url)) return null;
+  return { kind, transmissionId: Number(payload.slice(0, bar)), url };
+}
+
+export function trackingSigningKey(services: { readonly secrets: Pick<SecretBox, 'deriveKey'> }): string {
+  return services.secrets.deriveKey('posthorn tracking key v1');
+}
