@@ -4,7 +4,7 @@ import type { Args, Json, JsonObject } from '../../../domain/args.ts';
 import { ApiError } from '../../../domain/errors.ts';
 import type { Caller, KeyKind } from '../../../operations/context.ts';
 import type { Services } from '../../../services.ts';
-import type { Project } from '../../../storage/schema.ts';
+import type { Project } from '../../../operations/context.ts';
 
 export interface MethodCall {
   readonly services: Services;

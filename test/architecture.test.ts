@@ -1,0 +1,142 @@
+// The boundaries of docs/architecture.md ("Boundaries"), checked on every import of src/ (static,
+// dynamic and type-only alike: a type import still couples the layers):
+//   domain      imports nothing of ours but the domain;
+//   edges       (http, smtp, cli, dashboard) call operations, never storage or an adapter;
+//   operations  call storage and the domain (and adapters only through the ports of src/services.ts),
+//               never an edge, an adapter or a worker;
+//   storage     sits below operations and workers: it imports only storage and the domain.
+// The composition (app.ts, main.ts, services.ts, background.ts, config.ts, log.ts) may wire anything.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const SRC = path.join(ROOT, 'src');
+
+type Layer = 'domain' | 'edge' | 'operations' | 'storage' | 'adapter' | 'worker' | 'composition';
+
+const LAYER_OF_DIRECTORY: Record<string, Layer> = {
+  domain: 'domain',
+  http: 'edge',
+  smtp: 'edge',
+  cli: 'edge',
+  dashboard: 'edge',
+  operations: 'operations',
+  storage: 'storage',
+  delivery: 'adapter',
+  webhooks: 'adapter',
+  ingress: 'adapter',
+  workers: 'worker',
+};
+
+/** What each layer must never import. */
+const FORBIDDEN: Record<Layer, readonly Layer[]> = {
+  domain: ['edge', 'operations', 'storage', 'adapter', 'worker', 'composition'],
+  edge: ['storage', 'adapter'],
+  operations: ['edge', 'adapter', 'worker'],
+  storage: ['edge', 'operations', 'adapter', 'worker'],
+  adapter: ['edge'],
+  worker: ['edge'],
+  composition: [],
+};
+
+/** src/services.ts describes the composition with type imports only, so every layer may name it. */
+const SHARED_LEAVES = new Set(['services.ts']);
+
+export function layerOf(relative: string): Layer {
+  const [first] = relative.split('/');
+  if (relative.includes('/')) {
+    const layer = LAYER_OF_DIRECTORY[first];
+    if (!layer) throw new Error(`src/${relative}: directory src/${first}/ has no layer; add it to test/architecture.test.ts and docs/architecture.md`);
+    return layer;
+  }
+  return 'composition';
+}
+
+function sourceFiles(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) return sourceFiles(full);
+    return /\.(ts|mts|js)$/.test(entry.name) && !entry.name.endsWith('.d.ts') ? [full] : [];
+  });
+}
+
+/** Every module specifier of a file: import/export ... from, import(), import type. */
+export function importsOf(text: string): string[] {
+  const info = ts.preProcessFile(text, true, true);
+  return info.importedFiles.map((f) => f.fileName);
+}
+
+export interface Crossing {
+  from: string;
+  to: string;
+  rule: string;
+}
+
+export function findCrossings(files: ReadonlyMap<string, string>): Crossing[] {
+  const crossings: Crossing[] = [];
+  for (const [relative, text] of files) {
+    const fromLayer = layerOf(relative);
+    for (const specifier of importsOf(text)) {
+      if (!specifier.startsWith('.')) continue; // node: built-ins and packages
+      const target = path.posix.normalize(path.posix.join(path.posix.dirname(relative), specifier));
+      if (target.startsWith('..')) {
+        crossings.push({ from: relative, to: specifier, rule: 'src/ imports only from src/' });
+        continue;
+      }
+      if (SHARED_LEAVES.has(target)) continue;
+      const toLayer = layerOf(target);
+      if (FORBIDDEN[fromLayer].includes(toLayer)) {
+        crossings.push({ from: relative, to: target, rule: `${fromLayer} must not import ${toLayer}` });
+      }
+    }
+  }
+  return crossings;
+}
+
+function readSources(): Map<string, string> {
+  return new Map(sourceFiles(SRC).map((file) => [path.relative(SRC, file).split(path.sep).join('/'), fs.readFileSync(file, 'utf8')]));
+}
+
+test('no import of src/ crosses a boundary of docs/architecture.md', () => {
+  const crossings = findCrossings(readSources());
+  assert.deepEqual(
+    crossings.map((c) => `src/${c.from} -> src/${c.to} (${c.rule})`),
+    [],
+    'a module imports across a boundary: call an operation from the edge, or give operations a port in src/services.ts',
+  );
+});
+
+test('src/services.ts is a leaf: it imports types only', () => {
+  const text = fs.readFileSync(path.join(SRC, 'services.ts'), 'utf8');
+  const valueImports = text.split('\n').filter((line) => /^import\s/.test(line) && !/^import type\s/.test(line));
+  assert.deepEqual(valueImports, []);
+});
+
+test('the check itself fails on each kind of crossing', () => {
+  const cases: Array<[string, string, RegExp]> = [
+    ['domain/x.ts', "import { a } from '../storage/store.ts';", /domain must not import storage/],
+    ['domain/x.ts', "import type { Services } from '../operations/context.ts';", /domain must not import operations/],
+    ['http/x.ts', "import type { Account } from '../storage/schema.ts';", /edge must not import storage/],
+    ['smtp/x.ts', "const m = await import('../delivery/dkim.ts');", /edge must not import adapter/],
+    ['cli/x.ts', "export { b } from '../webhooks/url-policy.ts';", /edge must not import adapter/],
+    ['operations/x.ts', "import { c } from '../webhooks/url-policy.ts';", /operations must not import adapter/],
+    ['operations/x.ts', "import { d } from '../http/api/envelope.ts';", /operations must not import edge/],
+    ['storage/x.ts', "import { e } from '../operations/accounts.ts';", /storage must not import operations/],
+  ];
+  for (const [file, text, rule] of cases) {
+    const found = findCrossings(new Map([[file, text]]));
+    assert.equal(found.length, 1, `${file}: ${text}`);
+    assert.match(found[0].rule, rule);
+  }
+  // Allowed directions stay allowed.
+  const allowed = new Map([
+    ['http/y.ts', "import { f } from '../operations/accounts.ts';\nimport type { Services } from '../services.ts';\nimport { g } from '../domain/keys.ts';"],
+    ['operations/y.ts', "import { h } from '../storage/accounts.ts';\nimport { i } from '../domain/keys.ts';"],
+    ['domain/y.ts', "import { j } from './keys.ts';\nimport crypto from 'node:crypto';"],
+  ]);
+  assert.deepEqual(findCrossings(allowed), []);
+});
