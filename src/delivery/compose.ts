@@ -10,6 +10,7 @@ import { domainToASCII } from 'node:url';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import addressparser from 'nodemailer/lib/addressparser/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
+import { checkRenderedHeader } from '../domain/headers.ts';
 import type { MessagePayload } from '../domain/message-payload.ts';
 import { renderVariables, type Variables } from '../domain/variables.ts';
 
@@ -32,18 +33,20 @@ export async function composeMime(
   opts: { date: Date; transformHtml?: (html: string) => string },
 ): Promise<ComposedMime> {
   const render = (text: string | null | undefined) => (typeof text === 'string' ? renderVariables(text, variables) : undefined);
-  const from = render(payload.from);
+  // Every rendered header value goes through the header check (domain/headers.ts): a substituted
+  // variable must not bring a control character onto the wire.
+  const from = checkRenderedHeader('From', render(payload.from));
   let html = render(payload.html);
   if (html !== undefined && opts.transformHtml) html = opts.transformHtml(html);
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(payload.headers ?? {})) {
     // To is ours (per recipient, prepended); everything else goes as given.
     if (name.toLowerCase() === 'to') continue;
-    headers[name] = renderVariables(value, variables);
+    headers[name] = checkRenderedHeader(name, renderVariables(value, variables))!;
   }
   const composer = new MailComposer({
     from,
-    subject: render(payload.subject),
+    subject: checkRenderedHeader('Subject', render(payload.subject)),
     text: render(payload.text),
     html,
     headers,

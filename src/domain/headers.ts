@@ -11,9 +11,14 @@
 // - A value is a string (a number or boolean is taken as its text; null means absent; Cc, Bcc and
 //   Reply-To also take a list of addresses). A value holding CR or LF (or NUL) would let the caller
 //   inject headers: 406 call_error naming the header.
+//
+// checkHeaderValue() is the one check of every value bound for a header line, whatever its source
+// (docs/reliability.md): send_message's headers, recipients' display names and From, template
+// subjects and From (at save and when read), variables substituted into headers (at acceptance and
+// again at composition, delivery/compose.ts), and SMTP submission.
 import type { Json } from './args.ts';
 import { describeJsonType, isPlainObject, wrongType } from './args.ts';
-import { callError } from './errors.ts';
+import { ApiError, callError } from './errors.ts';
 
 export interface MessageHeaders {
   from: string | null;
@@ -45,8 +50,41 @@ const REFUSED: Record<string, string> = {
 
 /** RFC 5322 field-name: printable ASCII except colon, no spaces. */
 const FIELD_NAME = /^[\x21-\x39\x3b-\x7e]+$/;
-/** CR, LF or NUL: a line break in a header value is header injection. */
-const FORBIDDEN_IN_VALUE = /[\r\n\0]/;
+/**
+ * What a header value may not hold: CR and LF (a line break is header injection), NUL (PostgreSQL
+ * cannot store it and RFC 5322 forbids it) and every other C0 control and DEL. Tab is folding
+ * white space and stays allowed.
+ */
+const FORBIDDEN_IN_VALUE = /[\x00-\x08\x0a-\x1f\x7f]/;
+
+/**
+ * The value, unchanged, when it may go into a header line; else 406 call_error naming `field` (a
+ * description such as 'header "Subject"') and the character found.
+ */
+export function checkHeaderValue(field: string, value: string): string {
+  const found = FORBIDDEN_IN_VALUE.exec(value);
+  if (found === null) return value;
+  const code = `U+${found[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
+  const reason = `${field} must not contain a line break (CR or LF), NUL or other control character (found ${code} at offset ${found.index})`;
+  throw new HeaderValueError('call_error', callError(reason).message);
+}
+
+/**
+ * Thrown by checkHeaderValue(): a 406 at the API; at composition (after variable substitution) the
+ * transmission fails with INVALID_HEADER instead of being retried, since no retry can change it.
+ */
+export class HeaderValueError extends ApiError {}
+
+/** A header's value as rendered for one recipient (delivery/compose.ts): checked again, since
+ * substitution may bring in what the accepted template did not hold. */
+export function checkRenderedHeader(name: string, value: string | undefined): string | undefined {
+  return value === undefined ? value : checkHeaderValue(`the ${name} header after variable substitution`, value);
+}
+
+/** True when checkHeaderValue() would accept the value. */
+export function isHeaderValueSafe(value: string): boolean {
+  return !FORBIDDEN_IN_VALUE.test(value);
+}
 
 function headerValue(name: string, value: Json, list: boolean): string {
   let text: string;
@@ -54,8 +92,7 @@ function headerValue(name: string, value: Json, list: boolean): string {
   else if (typeof value === 'number' || typeof value === 'boolean') text = String(value);
   else if (list && Array.isArray(value) && value.every((v) => typeof v === 'string')) text = (value as string[]).join(', ');
   else throw callError(`header "${name}" must be a string${list ? ' or a list of addresses' : ''}, got ${describeJsonType(value)}`);
-  if (FORBIDDEN_IN_VALUE.test(text)) throw callError(`header "${name}" must not contain a line break (CR or LF) or NUL`);
-  return text;
+  return checkHeaderValue(`header "${name}"`, text);
 }
 
 export function parseHeaders(value: Json | undefined, field = 'arguments.headers'): MessageHeaders {

@@ -8,7 +8,7 @@ import type { Args, Json } from './args.ts';
 import { isPlainObject, wrongType } from './args.ts';
 import { parseAttachments } from './attachments.ts';
 import { ApiError, callError } from './errors.ts';
-import { parseHeaders, type MessageHeaders } from './headers.ts';
+import { checkHeaderValue, parseHeaders, type MessageHeaders } from './headers.ts';
 import type { PayloadAttachment } from './message-payload.ts';
 import { readGivenUid } from './message-uid.ts';
 import {
@@ -124,9 +124,8 @@ function checkSingleMailbox(what: string, value: string | null): void {
 function checkHeaderVariables(headers: ReadonlyArray<readonly [string, string | null]>, global: VariableValues, recipients: readonly RecipientEntry[]): void {
   for (const [header, text] of headers) {
     for (const name of variableNamesIn(text)) {
-      const values = [global[name], ...recipients.map((r) => r.variables?.[name])];
-      if (values.some((v) => v !== undefined && /[\r\n\0]/.test(v))) {
-        throw callError(`variable ${JSON.stringify(name)} is used in the ${header} header and must not contain a line break`);
+      for (const v of [global[name], ...recipients.map((r) => r.variables?.[name])]) {
+        if (v !== undefined) checkHeaderValue(`variable ${JSON.stringify(name)} (used in the ${header} header)`, v);
       }
     }
   }
@@ -149,6 +148,7 @@ export function acceptMessage(request: SendRequest, chain: readonly TemplateLeve
   checkHeaderVariables(headerTexts, request.variables, request.recipients);
   const recipients = resolveRecipients(request.recipients);
   if (recipients.length === 0) throw new ApiError('precondition_failed', 'No recipients: give at least one address in "recipients".');
+  for (const r of recipients) if (r.name !== null) checkHeaderValue(`the display name of recipient ${r.address}`, r.name);
 
   // Cc and Bcc addresses each get a copy of their own (a transmission), so none is dropped; an
   // address that is already a recipient keeps its one copy.

@@ -12,6 +12,7 @@
 // inner rules win the cascade), inlined into the HTML as one <style> element.
 // {{variables}} are left in place: they are rendered per recipient at delivery (domain/variables.ts).
 import { ApiError } from './errors.ts';
+import { checkHeaderValue } from './headers.ts';
 
 export interface ContentLevel {
   subject: string | null;
@@ -54,6 +55,17 @@ export function inlineCss(html: string, css: string): string {
   return style + html;
 }
 
+/**
+ * A level's Subject and From are header values: checked when read as well as when saved
+ * (operations/templates.ts), so a row written before the check, or around it, cannot put a
+ * control character on the wire (domain/headers.ts).
+ */
+function checkLevelHeaders(level: ContentLevel): void {
+  const where = 'slug' in level ? `of template ${JSON.stringify((level as TemplateLevel).slug)}` : 'of the content';
+  if (level.subject !== null) checkHeaderValue(`the subject ${where}`, level.subject);
+  if (level.from !== null) checkHeaderValue(`the from ${where}`, level.from);
+}
+
 /** Merges levels given innermost first. */
 export function mergeLevels(levels: readonly ContentLevel[]): MergedContent {
   let subject: string | null = null;
@@ -62,6 +74,7 @@ export function mergeLevels(levels: readonly ContentLevel[]): MergedContent {
   let html: string | null = null;
   const css: string[] = [];
   for (const level of levels) {
+    checkLevelHeaders(level);
     subject ??= level.subject;
     from ??= level.from;
     text = wrapPart(level.text, text);

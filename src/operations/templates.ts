@@ -7,6 +7,7 @@
 // that exists can always be resolved by send_message.
 import { invalidArgument } from '../domain/args.ts';
 import { ApiError, limitReached } from '../domain/errors.ts';
+import { checkHeaderValue } from '../domain/headers.ts';
 import { MAX_LAYOUT_CHAIN } from '../domain/templates.ts';
 import type { Project, Template } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
@@ -66,7 +67,7 @@ function text(field: string, value: string | undefined, max: number, oneLine = f
   if (value === undefined) return undefined;
   if (value.length > max) throw invalidArgument(field, `must be at most ${max} characters long`);
   // subject and from are header values: a line break would inject headers.
-  if (oneLine && /[\r\n]/.test(value)) throw invalidArgument(field, 'must not contain a line break');
+  if (oneLine) checkHeaderValue(`argument "${field}"`, value);
   return value === '' ? null : value;
 }
 
