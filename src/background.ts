@@ -2,7 +2,7 @@
 // null where its feature is not configured.
 import type { Services } from './services.ts';
 import { createDeliveryService } from './delivery/index.ts';
-import { createBounceListener } from './smtp/index.ts';
+import { createBounceListener, createSubmissionListener } from './smtp/index.ts';
 import { createWebhookDispatcher } from './webhooks/index.ts';
 import { createMailboxWatcher } from './ingress/index.ts';
 
@@ -13,11 +13,17 @@ export interface BackgroundService {
   stop(): Promise<void>;
 }
 
-export type BackgroundFactory = (services: Services) => BackgroundService | null;
+/** What the jobs of one process share: the registry id every claim of this process is locked_by. */
+export interface WorkerProcessContext {
+  readonly workerId: string;
+}
+
+export type BackgroundFactory = (services: Services, process?: WorkerProcessContext) => BackgroundService | null;
 
 export const BACKGROUND_FACTORIES: readonly BackgroundFactory[] = [
   createDeliveryService,
   createBounceListener,
+  createSubmissionListener,
   createWebhookDispatcher,
   createMailboxWatcher,
 ];

@@ -49,14 +49,35 @@ export interface Config {
   retrySchedule: string;
   maxRetryAgeMs: number;
   bounceDomain: string;
-  smtpPort: number | null;
-  smtpHost: string;
+  bouncePort: number | null;
+  bounceHost: string;
+  // SMTP submission (docs/smtp-submission.md)
+  submissionPort: number | null;
+  submissionTlsPort: number | null;
+  submissionHost: string;
+  submissionTlsCert: string | null;
+  submissionTlsKey: string | null;
+  submissionAllowPlaintext: boolean;
+  submissionMaxBytes: number;
+  submissionMaxMessagesPerConnection: number;
+  submissionMaxClients: number;
+  submissionMaxConnectionsPerIp: number;
+  submissionIdleTimeoutMs: number;
+  submissionTotalTimeoutMs: number;
   // webhooks / ingress / tracking
   allowPrivateWebhooks: boolean;
   webhookTimeoutMs: number;
   mailboxPollMs: number;
   mailboxCaFile: string | null;
   tracking: boolean;
+  // operations (docs/operations.md)
+  opsPort: number;
+  opsHost: string;
+  accessLog: boolean;
+  logAddresses: boolean;
+  retentionDays: number;
+  /** "N/window" per API key (operations/rate-limits.ts), or null: off */
+  rateLimitPerKey: string | null;
 }
 
 export const OPTIONS: readonly OptionSpec[] = [
@@ -91,13 +112,32 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'retrySchedule', flag: 'retry-schedule', env: 'POSTHORN_RETRY_SCHEDULE', kind: 'string', doc: 'Delays between delivery attempts, e.g. "1m,5m,15m,30m,1h,2h,4h,8h" (the last repeats).' },
   { key: 'maxRetryAgeMs', flag: 'max-retry-age-ms', env: 'POSTHORN_MAX_RETRY_AGE_MS', kind: 'int', doc: 'Give up on a deferred transmission this long after it was accepted (default 259200000 = 72 h).' },
   { key: 'bounceDomain', flag: 'bounce-domain', env: 'POSTHORN_BOUNCE_DOMAIN', kind: 'string', doc: 'Domain of the VERP return path (default: --mailer-host).' },
-  { key: 'smtpPort', flag: 'smtp-port', env: 'POSTHORN_SMTP_PORT', kind: 'int', doc: 'Port of the incoming SMTP listener for bounces (default: not listening).' },
-  { key: 'smtpHost', flag: 'smtp-host', env: 'POSTHORN_SMTP_HOST', kind: 'string', doc: 'Address of the incoming SMTP listener (default: --host).' },
-  { key: 'allowPrivateWebhooks', flag: 'allow-private-webhooks', env: 'POSTHORN_ALLOW_PRIVATE_WEBHOOKS', kind: 'bool', doc: 'Allow webhook/postback URLs that resolve to private or loopback addresses (default false).' },
+  { key: 'bouncePort', flag: 'bounce-port', env: 'POSTHORN_BOUNCE_PORT', kind: 'int', doc: 'Port of the incoming SMTP listener for bounces (default: not listening). Formerly --smtp-port, still accepted with a warning.' },
+  { key: 'bounceHost', flag: 'bounce-host', env: 'POSTHORN_BOUNCE_HOST', kind: 'string', doc: 'Address of the bounce listener (default: --host). Formerly --smtp-host.' },
+  { key: 'submissionPort', flag: 'submission-port', env: 'POSTHORN_SUBMISSION_PORT', kind: 'int', doc: 'Port of SMTP submission with STARTTLS, 587 by convention (default: not listening). See docs/smtp-submission.md.' },
+  { key: 'submissionTlsPort', flag: 'submission-tls-port', env: 'POSTHORN_SUBMISSION_TLS_PORT', kind: 'int', doc: 'Port of SMTP submission over implicit TLS, 465 by convention (default: not listening).' },
+  { key: 'submissionHost', flag: 'submission-host', env: 'POSTHORN_SUBMISSION_HOST', kind: 'string', doc: 'Address the submission listeners bind (default: --host).' },
+  { key: 'submissionTlsCert', flag: 'submission-tls-cert', env: 'POSTHORN_SUBMISSION_TLS_CERT', kind: 'string', doc: 'PEM certificate of the submission listeners (default: --tls-cert).' },
+  { key: 'submissionTlsKey', flag: 'submission-tls-key', env: 'POSTHORN_SUBMISSION_TLS_KEY', kind: 'string', doc: 'PEM private key for --submission-tls-cert (default: --tls-key).' },
+  { key: 'submissionAllowPlaintext', flag: 'submission-allow-plaintext', env: 'POSTHORN_SUBMISSION_ALLOW_PLAINTEXT', kind: 'bool', doc: 'Accept AUTH on the submission port without TLS (default false; without a certificate it is allowed on a loopback --submission-host only).' },
+  { key: 'submissionMaxBytes', flag: 'submission-max-bytes', env: 'POSTHORN_SUBMISSION_MAX_BYTES', kind: 'int', doc: 'Largest message accepted over SMTP, advertised as SIZE (default 26214400 = 25 MiB).' },
+  { key: 'submissionMaxMessagesPerConnection', flag: 'submission-max-messages-per-connection', env: 'POSTHORN_SUBMISSION_MAX_MESSAGES_PER_CONNECTION', kind: 'int', doc: 'Messages one SMTP connection may submit before it must reconnect (default 1000).' },
+  { key: 'submissionMaxClients', flag: 'submission-max-clients', env: 'POSTHORN_SUBMISSION_MAX_CLIENTS', kind: 'int', doc: 'Open submission connections per listener (default 500).' },
+  { key: 'submissionMaxConnectionsPerIp', flag: 'submission-max-connections-per-ip', env: 'POSTHORN_SUBMISSION_MAX_CONNECTIONS_PER_IP', kind: 'int', doc: 'Open submission connections from one client address (default 50).' },
+  { key: 'submissionIdleTimeoutMs', flag: 'submission-idle-timeout-ms', env: 'POSTHORN_SUBMISSION_IDLE_TIMEOUT_MS', kind: 'int', doc: 'Close a submission connection idle this long (default 60000).' },
+  { key: 'submissionTotalTimeoutMs', flag: 'submission-total-timeout-ms', env: 'POSTHORN_SUBMISSION_TOTAL_TIMEOUT_MS', kind: 'int', doc: 'Close a submission connection open this long, busy or not (default 1800000 = 30 min).' },
+  // The key keeps its first name; the option covers every outbound address (services.ts OutboundAddressPolicy).
+  { key: 'allowPrivateWebhooks', flag: 'allow-private-addresses', env: 'POSTHORN_ALLOW_PRIVATE_ADDRESSES', kind: 'bool', doc: 'Allow webhook and postback URLs and mailbox IMAP hosts that resolve to private, loopback or link-local addresses (default false). Formerly --allow-private-webhooks (POSTHORN_ALLOW_PRIVATE_WEBHOOKS), still accepted.' },
   { key: 'webhookTimeoutMs', flag: 'webhook-timeout-ms', env: 'POSTHORN_WEBHOOK_TIMEOUT_MS', kind: 'int', doc: 'Timeout of one webhook or postback request (default 10000).' },
   { key: 'mailboxPollMs', flag: 'mailbox-poll-ms', env: 'POSTHORN_MAILBOX_POLL_MS', kind: 'int', doc: 'IMAP poll interval where IDLE is not offered (default 60000).' },
   { key: 'mailboxCaFile', flag: 'mailbox-ca-file', env: 'POSTHORN_MAILBOX_CA_FILE', kind: 'string', doc: 'PEM file of extra CA certificates trusted for IMAP TLS (a self-signed mail server); certificates are always verified (default: system CAs only).' },
   { key: 'tracking', flag: 'tracking', env: 'POSTHORN_TRACKING', kind: 'bool', doc: 'Enable open/click tracking for projects that opt in (default true).' },
+  { key: 'opsPort', flag: 'ops-port', env: 'POSTHORN_OPS_PORT', kind: 'int', doc: 'Port of the operations listener (/healthz, /readyz, /metrics) of a --role worker process; other roles serve them on the API port (default 8081).' },
+  { key: 'opsHost', flag: 'ops-host', env: 'POSTHORN_OPS_HOST', kind: 'string', doc: 'Address of the operations listener of a --role worker process (default: --host).' },
+  { key: 'accessLog', flag: 'access-log', env: 'POSTHORN_ACCESS_LOG', kind: 'bool', doc: 'Log one line per HTTP request (method, path, status, duration, request id; never bodies or keys) (default false).' },
+  { key: 'logAddresses', flag: 'log-addresses', env: 'POSTHORN_LOG_ADDRESSES', kind: 'bool', doc: 'Name full recipient addresses in delivery log lines; by default only their domain is logged (default false).' },
+  { key: 'retentionDays', flag: 'retention-days', env: 'POSTHORN_RETENTION_DAYS', kind: 'int', doc: 'Days messages, their transmissions, attempts, events and outbound requests are kept before the purge deletes them; a project\'s retention_days setting overrides it; 0 keeps everything (default 90).' },
+  { key: 'rateLimitPerKey', flag: 'rate-limit-per-key', env: 'POSTHORN_RATE_LIMIT_PER_KEY', kind: 'string', doc: 'Requests per API key, "N/window" such as "600/1m" or "20/s"; over it the API answers 429 too_many_requests with Retry-After (default off).' },
 ];
 
 const DEFAULTS = {
@@ -128,12 +168,28 @@ const DEFAULTS = {
   socketTimeoutMs: 120_000,
   retrySchedule: '1m,5m,15m,30m,1h,2h,4h,8h',
   maxRetryAgeMs: 72 * 3600_000,
-  smtpPort: null,
+  bouncePort: null,
+  submissionPort: null,
+  submissionTlsPort: null,
+  submissionTlsCert: null,
+  submissionTlsKey: null,
+  submissionAllowPlaintext: false,
+  submissionMaxBytes: 25 * 1024 * 1024,
+  submissionMaxMessagesPerConnection: 1000,
+  submissionMaxClients: 500,
+  submissionMaxConnectionsPerIp: 50,
+  submissionIdleTimeoutMs: 60_000,
+  submissionTotalTimeoutMs: 30 * 60_000,
   allowPrivateWebhooks: false,
   webhookTimeoutMs: 10_000,
   mailboxPollMs: 60_000,
   mailboxCaFile: null,
   tracking: true,
+  opsPort: 8081,
+  accessLog: false,
+  logAddresses: false,
+  retentionDays: 90,
+  rateLimitPerKey: null,
 } satisfies Partial<Config>;
 
 export class ConfigError extends Error {}
@@ -184,6 +240,7 @@ export function parseConfig(
   env: NodeJS.ProcessEnv = process.env,
   commandFlags: ReadonlySet<string> = new Set(),
 ): Readonly<Config> {
+  ({ flags, env } = renameDeprecated(flags, env));
   const known = new Set(OPTIONS.map((o) => o.flag));
   for (const name of flags.keys()) {
     if (!known.has(name) && !commandFlags.has(name)) throw new ConfigError(`unknown option --${name} (see: posthorn help)`);
@@ -203,11 +260,45 @@ export function parseConfig(
   // which a container's bare hostname ("vm", "a1b2c3") is not.
   config.mailerHost ??= defaultMailerHost(os.hostname());
   config.ehloName ??= config.mailerHost;
+  config.opsHost ??= config.host;
   config.bounceDomain ??= config.mailerHost;
-  config.smtpHost ??= config.host;
+  config.bounceHost ??= config.host;
+  config.submissionHost ??= config.host;
+  config.submissionTlsCert ??= config.tlsCert;
+  config.submissionTlsKey ??= config.tlsKey;
+  if ((config.submissionTlsCert === null) !== (config.submissionTlsKey === null)) throw new ConfigError('--submission-tls-cert and --submission-tls-key go together');
+  if (config.submissionTlsPort !== null && config.submissionTlsCert === null) throw new ConfigError('--submission-tls-port needs a certificate (--submission-tls-cert or --tls-cert)');
   config.publicUrl ??= `${config.tlsCert ? 'https' : 'http'}://${config.host}:${config.port}`;
   config.publicUrl = config.publicUrl.replace(/\/+$/, '');
   return Object.freeze(config);
+}
+
+/** Old names still accepted, with a warning: the bounce listener's options before SMTP submission existed. */
+const DEPRECATED_FLAGS: Record<string, { flag: string; env: string; oldEnv: string; note?: string }> = {
+  'smtp-port': { flag: 'bounce-port', env: 'POSTHORN_BOUNCE_PORT', oldEnv: 'POSTHORN_SMTP_PORT' },
+  'smtp-host': { flag: 'bounce-host', env: 'POSTHORN_BOUNCE_HOST', oldEnv: 'POSTHORN_SMTP_HOST' },
+  'allow-private-webhooks': { flag: 'allow-private-addresses', env: 'POSTHORN_ALLOW_PRIVATE_ADDRESSES', oldEnv: 'POSTHORN_ALLOW_PRIVATE_WEBHOOKS', note: 'it covers mailbox IMAP hosts too' },
+};
+
+function renameDeprecated(flags: Map<string, string[]>, env: NodeJS.ProcessEnv): { flags: Map<string, string[]>; env: NodeJS.ProcessEnv } {
+  let outFlags = flags;
+  let outEnv = env;
+  for (const [old, now] of Object.entries(DEPRECATED_FLAGS)) {
+    const given = flags.get(old);
+    if (given) {
+      if (outFlags === flags) outFlags = new Map(flags);
+      outFlags.delete(old);
+      if (!outFlags.has(now.flag)) outFlags.set(now.flag, given);
+      process.emitWarning(`--${old} is deprecated: use --${now.flag} (${now.note ?? 'the bounce listener; SMTP submission is --submission-port'})`, 'DeprecationWarning');
+    }
+    const givenEnv = env[now.oldEnv];
+    if (givenEnv !== undefined && givenEnv !== '') {
+      if (outEnv === env) outEnv = { ...env };
+      if (outEnv[now.env] === undefined || outEnv[now.env] === '') outEnv[now.env] = givenEnv;
+      process.emitWarning(`${now.oldEnv} is deprecated: use ${now.env}`, 'DeprecationWarning');
+    }
+  }
+  return { flags: outFlags, env: outEnv };
 }
 
 /** The machine's host name when fully qualified, else that name under .localdomain. */

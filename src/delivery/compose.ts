@@ -15,14 +15,20 @@ import type { MessagePayload } from '../domain/message-payload.ts';
 import { renderVariables, type Variables } from '../domain/variables.ts';
 
 export interface ComposedMime {
-  /** the whole message except the To header */
+  /** the whole message except the To header (unless `addressed`) */
   mime: Buffer;
+  /**
+   * true for a stored raw message (SMTP submission): the MIME carries its own To/Cc and goes to
+   * every recipient unchanged, with no To line prepended.
+   */
+  addressed?: boolean;
   /** the bare address of the rendered From header (DKIM key lookup), or null */
   fromAddress: string | null;
 }
 
 /** True when any part of the content has a {{variable}}: content then differs per recipient. */
 export function payloadHasVariables(payload: MessagePayload): boolean {
+  if (payload.raw !== undefined) return false;
   const texts = [payload.from, payload.subject, payload.text, payload.html, ...Object.values(payload.headers ?? {})];
   return texts.some((t) => typeof t === 'string' && t.includes('{{'));
 }
@@ -32,6 +38,9 @@ export async function composeMime(
   variables: Variables,
   opts: { date: Date; transformHtml?: (html: string) => string },
 ): Promise<ComposedMime> {
+  // Submitted over SMTP: sent as stored, byte for byte (docs/smtp-submission.md). Nothing is
+  // rendered ({{ }} in such a message is content) and tracking is not applied.
+  if (payload.raw !== undefined) return { mime: Buffer.from(payload.raw, 'base64'), fromAddress: firstAddress(payload.from ?? undefined), addressed: true };
   const render = (text: string | null | undefined) => (typeof text === 'string' ? renderVariables(text, variables) : undefined);
   // Every rendered header value goes through the header check (domain/headers.ts): a substituted
   // variable must not bring a control character onto the wire.
@@ -96,6 +105,7 @@ const COPY_LIMIT_BYTES = 256 * 1024;
  * share its bytes instead of holding 64 copies of them.
  */
 export function addressedMime(composed: ComposedMime, recipient: string, recipientName: string | null): Buffer | Buffer[] {
+  if (composed.addressed) return composed.mime;
   const to = Buffer.from(`To: ${formatAddressHeader(recipient, recipientName)}\r\n`, 'utf8');
   return composed.mime.length > COPY_LIMIT_BYTES ? [to, composed.mime] : Buffer.concat([to, composed.mime]);
 }

@@ -1,7 +1,13 @@
 // The accepted content of a message (messages.payload, JSON): everything delivery needs to compose
 // the MIME for any recipient, resolved once at acceptance. Templates and layouts are already merged
 // in; only {{variables}} remain, rendered per recipient at composition (domain/variables.ts).
-// This is the contract between operations/send-message.ts (writer) and delivery/ (reader).
+// This is the contract between operations/send-message.ts and operations/submit-message.ts
+// (writers) and delivery/ (reader).
+//
+// Versions: 1 is composed content (send_message). 2 adds `raw`: a message submitted over SMTP
+// (docs/smtp-submission.md), delivered as those bytes, not recomposed; its from/subject are the
+// decoded header values for reports, and text/html/headers/attachments stay empty. A version 1
+// row reads as before (no raw).
 
 export interface PayloadAttachment {
   filename: string;
@@ -11,8 +17,10 @@ export interface PayloadAttachment {
   content: string;
 }
 
+export const PAYLOAD_VERSION = 2;
+
 export interface MessagePayload {
-  v: 1;
+  v: 1 | 2;
   /** the Message-ID header value with its brackets, fixed at acceptance so resends de-duplicate */
   messageId: string;
   /** From header value (may contain {{variables}}) */
@@ -35,8 +43,16 @@ export interface MessagePayload {
   recipientOverride: string | null;
   /** per-message tracking opt-in (null: the project's setting decides) */
   tracking?: boolean | null;
+  /**
+   * v2, SMTP submission: the whole message (base64) as it goes to every recipient, Bcc removed
+   * and Message-ID/Date added at acceptance. Absent for composed messages.
+   */
+  raw?: string;
 }
 
 export function parsePayload(json: string): MessagePayload {
-  return JSON.parse(json) as MessagePayload;
+  const payload = JSON.parse(json) as MessagePayload;
+  // A row written by a newer release than this one: refuse rather than send something partial.
+  if (!(payload.v >= 1 && payload.v <= PAYLOAD_VERSION)) throw new Error(`message payload version ${String(payload.v)} is not known to this release`);
+  return payload;
 }

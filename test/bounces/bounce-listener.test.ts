@@ -22,7 +22,7 @@ describe('bounce listener', () => {
     t = await startTestApp({ background: false, clock });
     seed = await t.seed();
     // The listener as serve builds it, on an ephemeral port.
-    services = { ...t.app.services, config: Object.freeze({ ...t.app.services.config, smtpPort: 0, smtpHost: '127.0.0.1' }) };
+    services = { ...t.app.services, config: Object.freeze({ ...t.app.services.config, bouncePort: 0, bounceHost: '127.0.0.1' }) };
     const created = createBounceListener(services);
     assert.ok(created instanceof BounceListener);
     listener = created;
@@ -58,7 +58,7 @@ describe('bounce listener', () => {
       .execute()
       .then((rows) => rows.filter((r) => JSON.parse(r.payload).transmission_id === id));
 
-  it('is not created without --smtp-port', () => {
+  it('is not created without --bounce-port', () => {
     assert.equal(createBounceListener(t.app.services), null);
   });
 
@@ -227,8 +227,8 @@ describe('bounce listener', () => {
     assert.equal((await transmission(fx.transmissionId)).status, 'failed');
   });
 
-  it('runs inside the app when --smtp-port is set, and stops with it', async () => {
-    const app = await startTestApp({ config: { smtpPort: 0, smtpHost: '127.0.0.1', workers: 0 } });
+  it('runs inside the app when --bounce-port is set, and stops with it', async () => {
+    const app = await startTestApp({ config: { bouncePort: 0, bounceHost: '127.0.0.1', workers: 0 } });
     const inApp = app.app.background.find((s) => s.name === 'bounce-listener');
     assert.ok(inApp instanceof BounceListener);
     const appPort = inApp.address().port;

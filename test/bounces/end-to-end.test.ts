@@ -20,7 +20,7 @@ describe('bounces end to end', () => {
     peer = await startSmtpPeer();
     h = await startDeliveryHarness({ config: { transportMap: [peer.transportFor('example.net')] } });
     const services = h.t.app.services;
-    const created = createBounceListener({ ...services, config: Object.freeze({ ...services.config, smtpPort: 0, smtpHost: '127.0.0.1' }) });
+    const created = createBounceListener({ ...services, config: Object.freeze({ ...services.config, bouncePort: 0, bounceHost: '127.0.0.1' }) });
     assert.ok(created instanceof BounceListener);
     listener = created;
     await listener.start();

@@ -1,0 +1,245 @@
+// submit_message: accept one SMTP transaction (docs/smtp-submission.md) into the same pipeline as
+// send_message: ONE transaction holding one message INSERT and one multi-row transmissions INSERT,
+// committed by the same durable store write as the API's. The SMTP edge answers 250 only after
+// this resolves.
+//
+//   header section checked (no NUL, no bare CR or LF, every line a field) -> uid (header, or the
+//   hash of envelope + bytes) -> Bcc and the uid header removed, Message-ID and Date added when
+//   missing -> store message + one transmission per RCPT TO -> wake delivery
+//
+// The MIME is kept as sent: only whole header fields are removed or added at the top; the body and
+// every other header byte are stored and delivered unchanged (payload.raw, domain/message-payload.ts).
+import { createHash } from 'node:crypto';
+import { simpleParser } from 'mailparser';
+import type { MessagePayload } from '../domain/message-payload.ts';
+import { MAX_UID_CHARS, messageIdFor, uniqueIdFor } from '../domain/message-uid.ts';
+import { isNullSink } from '../domain/send-request.ts';
+import { insertMessage } from '../storage/messages.ts';
+import { insertTransmissions, type AcceptedTransmission } from '../storage/transmissions.ts';
+import type { ProjectCaller } from './context.ts';
+import type { Services } from '../services.ts';
+import { messageUrl, RESULT_NULL_SINK, type SentMessage } from './send-message.ts';
+
+/** Headers that name the message's uid (docs/smtp-submission.md); removed before delivery. */
+export const UID_HEADERS = ['x-posthorn-uid', 'x-postageapp-uid'] as const;
+
+export interface SubmitMessageInput {
+  /** MAIL FROM (the envelope sender; '' for the null sender) */
+  envelopeFrom: string;
+  /** RCPT TO addresses, in order: one transmission each */
+  recipients: readonly string[];
+  /** the message as received in DATA, dot-unstuffed, CRLF line ends */
+  raw: Buffer;
+}
+
+/**
+ * Why a submission is refused: the SMTP edge answers `code` with `text` (an enhanced status code
+ * first). Not an ApiError: these answers exist only on the SMTP edge.
+ */
+export class SubmissionRefused extends Error {
+  constructor(
+    readonly code: number,
+    readonly text: string,
+  ) {
+    super(text);
+  }
+}
+
+interface HeaderField {
+  /** lower-case name */
+  name: string;
+  /** start and end (exclusive, after the CRLF) of the field's lines in the header section */
+  start: number;
+  end: number;
+  /** the unfolded value, UTF-8, trimmed */
+  value: string;
+}
+
+const FIELD_NAME = /^[\x21-\x39\x3b-\x7e]+$/;
+const CRLF = Buffer.from('\r\n');
+const HEADER_END = Buffer.from('\r\n\r\n');
+
+export async function submitMessage(services: Services, caller: ProjectCaller, input: SubmitMessageInput): Promise<SentMessage> {
+  if (input.recipients.length === 0) throw new SubmissionRefused(554, '5.5.1 No valid recipients');
+  if (input.recipients.length > services.config.maxRecipients) {
+    throw new SubmissionRefused(452, `4.5.3 At most ${services.config.maxRecipients} recipients per message`);
+  }
+  const split = splitHeaderSection(input.raw);
+  const fields = readHeaderFields(split.header);
+  const first = (name: string) => fields.find((f) => f.name === name);
+
+  const given = UID_HEADERS.map(first).find((f) => f !== undefined);
+  const uid = given ? readUidHeader(given.value) : deriveSubmissionUid(input);
+  const now = services.clock.now();
+
+  // Removed: Bcc (its recipients are in the envelope; the header must not reach anyone) and the
+  // uid headers (instructions to this service). Added at the top when missing: Message-ID (made
+  // from the uid, as for the API) and Date (acceptance time). Everything else is kept byte for byte.
+  const drop = new Set<string>(['bcc', ...UID_HEADERS]);
+  const added: string[] = [];
+  const existingMessageId = first('message-id')?.value ?? '';
+  const messageId = existingMessageId !== '' ? existingMessageId : messageIdFor(uid, services.config.mailerHost);
+  if (existingMessageId === '') added.push(`Message-ID: ${messageId}\r\n`);
+  if (!first('date')) added.push(`Date: ${rfc5322Date(new Date(now))}\r\n`);
+  if (!first('from')) {
+    // As a submission MTA does for a local sender: the envelope sender becomes the From.
+    if (input.envelopeFrom === '') throw new SubmissionRefused(550, '5.6.0 The message has no From header and the envelope sender is empty');
+    added.push(`From: <${input.envelopeFrom}>\r\n`);
+  }
+  const parts: Buffer[] = [Buffer.from(added.join(''), 'utf8')];
+  let cursor = 0;
+  for (const field of fields) {
+    if (!drop.has(field.name)) continue;
+    parts.push(split.header.subarray(cursor, field.start));
+    cursor = field.end;
+  }
+  parts.push(split.header.subarray(cursor), split.rest);
+  const mime = Buffer.concat(parts);
+
+  // The decoded Subject and From for every report (messages table and payload): parsed from the
+  // header section alone, RFC 2047 words decoded.
+  const parsed = await simpleParser(Buffer.concat([Buffer.from(added.join(''), 'utf8'), split.header, CRLF]), {
+    skipHtmlToText: true,
+    skipTextToHtml: true,
+    skipImageLinks: true,
+    skipTextLinks: true,
+  });
+  const fromText = parsed.from?.text || first('from')?.value || `<${input.envelopeFrom}>`;
+  const subject = parsed.subject ?? null;
+
+  const payload: MessagePayload = {
+    v: 2,
+    messageId,
+    from: fromText,
+    subject,
+    text: null,
+    html: null,
+    headers: {},
+    variables: {},
+    attachments: [],
+    recipientOverride: null,
+    tracking: null,
+    raw: mime.toString('base64'),
+  };
+  const payloadJson = JSON.stringify(payload);
+  const rows: AcceptedTransmission[] = input.recipients.map((recipient) => {
+    const nullSink = isNullSink(recipient);
+    return {
+      message_id: 0, // set inside the transaction
+      project_id: caller.project.id,
+      recipient,
+      recipient_name: null,
+      variables: null,
+      status: nullSink ? 'completed' : 'queued',
+      next_attempt_at: now,
+      attempts: 0,
+      created_at: now,
+      updated_at: now,
+      completed_at: nullSink ? now : null,
+      result_code: nullSink ? RESULT_NULL_SINK.code : null,
+      result_message: nullSink ? RESULT_NULL_SINK.message : null,
+    };
+  });
+  const id = await services.store.write(async (trx) => {
+    let messageRowId: number;
+    try {
+      messageRowId = await insertMessage(trx, {
+        project_id: caller.project.id,
+        uid,
+        unique_id: uniqueIdFor(uid, services.config.mailerHost),
+        template: null,
+        subject,
+        from_address: fromText,
+        recipient_count: rows.length,
+        deliver: 1,
+        created_at: now,
+        payload: payloadJson,
+      });
+    } catch (error) {
+      // messages_project_uid is the insert's only unique constraint: a duplicate uid.
+      if (services.store.dialect.isUniqueViolation(error)) throw new SubmissionRefused(550, `5.7.0 Uid ${uid} already exists. Assuming message duplication.`);
+      throw error;
+    }
+    for (const row of rows) row.message_id = messageRowId;
+    await insertTransmissions(trx, rows);
+    return messageRowId;
+  });
+  if (rows.some((row) => row.status === 'queued')) services.store.wake('transmissions');
+  return { id, url: messageUrl(services, id), uid };
+}
+
+/** The header section (with the CRLF ending its last line) and the rest (blank line and body). */
+function splitHeaderSection(raw: Buffer): { header: Buffer; rest: Buffer } {
+  if (raw.length >= 2 && raw[0] === 0x0d && raw[1] === 0x0a) return { header: raw.subarray(0, 0), rest: raw };
+  const end = raw.indexOf(HEADER_END);
+  if (end === -1) {
+    // No body: the whole message is header fields; its last line must still end in CRLF.
+    const header = raw.length >= 2 && raw[raw.length - 2] === 0x0d && raw[raw.length - 1] === 0x0a ? raw : Buffer.concat([raw, CRLF]);
+    return { header, rest: Buffer.alloc(0) };
+  }
+  return { header: raw.subarray(0, end + 2), rest: raw.subarray(end + 2) };
+}
+
+/**
+ * The fields of a header section, refusing what a header line must never hold: NUL, a CR not
+ * followed by LF, an LF not preceded by CR (each would let one line be read as two by some
+ * reader downstream), and a line that is neither a field nor a folded continuation.
+ */
+export function readHeaderFields(header: Buffer): HeaderField[] {
+  const fields: HeaderField[] = [];
+  let lineStart = 0;
+  let current: { name: string; start: number; lines: string[] } | null = null;
+  const close = (end: number) => {
+    if (current) fields.push({ name: current.name, start: current.start, end, value: current.lines.join('').trim() });
+    current = null;
+  };
+  for (let i = 0; i < header.length; i++) {
+    const c = header[i];
+    if (c === 0) throw new SubmissionRefused(550, '5.6.0 A header line contains a NUL byte');
+    if (c === 0x0d && header[i + 1] !== 0x0a) throw new SubmissionRefused(550, '5.6.0 A header line contains a bare CR');
+    if (c === 0x0a && (i === 0 || header[i - 1] !== 0x0d)) throw new SubmissionRefused(550, '5.6.0 A header line contains a bare LF');
+    if (c !== 0x0a) continue;
+    const line = header.subarray(lineStart, i - 1).toString('utf8');
+    if (line.startsWith(' ') || line.startsWith('\t')) {
+      if (!current) throw new SubmissionRefused(550, '5.6.0 The header section starts with a continuation line');
+      (current as { lines: string[] }).lines.push(line);
+    } else {
+      close(lineStart);
+      const colon = line.indexOf(':');
+      const name = colon > 0 ? line.slice(0, colon) : '';
+      if (!FIELD_NAME.test(name)) throw new SubmissionRefused(550, `5.6.0 Malformed header line: ${JSON.stringify(line.slice(0, 60))}`);
+      current = { name: name.toLowerCase(), start: lineStart, lines: [line.slice(colon + 1)] };
+    }
+    lineStart = i + 1;
+  }
+  close(lineStart);
+  return fields;
+}
+
+function readUidHeader(value: string): string {
+  if (value === '') throw new SubmissionRefused(550, '5.6.0 The uid header is empty');
+  if (value.length > MAX_UID_CHARS) throw new SubmissionRefused(550, `5.6.0 The uid header must be at most ${MAX_UID_CHARS} characters long`);
+  return value;
+}
+
+/**
+ * Without a uid header: the SHA-256 (hex) of the envelope and the bytes as received, so an
+ * identical retransmission (same sender, recipients and bytes, Message-ID and Date included) is
+ * the same message, as an identical send_message is (domain/message-uid.ts).
+ */
+export function deriveSubmissionUid(input: SubmitMessageInput): string {
+  const hash = createHash('sha256');
+  hash.update(`smtp\0${input.envelopeFrom}\0${input.recipients.join('\0')}\0`);
+  hash.update(input.raw);
+  return hash.digest('hex');
+}
+
+const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/** RFC 5322 date-time in UTC ("Tue, 24 Nov 2026 01:02:03 +0000"). */
+export function rfc5322Date(date: Date): string {
+  const two = (n: number) => String(n).padStart(2, '0');
+  return `${DAYS[date.getUTCDay()]}, ${date.getUTCDate()} ${MONTHS[date.getUTCMonth()]} ${date.getUTCFullYear()} ${two(date.getUTCHours())}:${two(date.getUTCMinutes())}:${two(date.getUTCSeconds())} +0000`;
+}
+

@@ -1,0 +1,287 @@
+// SMTP submission (docs/smtp-submission.md): an edge that lets any SMTP client send through the
+// same pipeline as send_message. It speaks SMTP only; who the client is comes from
+// operations/authenticate.ts and what is accepted from operations/submit-message.ts.
+//
+// - Two listeners: STARTTLS on --submission-port, implicit TLS on --submission-tls-port.
+// - AUTH PLAIN or LOGIN before MAIL FROM: user = the project's uid, password = a project API key.
+//   Only after TLS, unless plaintext is allowed (--submission-allow-plaintext, or no certificate
+//   and a loopback address). Every failure is 535; too many failures from one address in
+//   AUTH_FAILURE_WINDOW_MS get 421 and the connection is closed.
+// - The 250 after DATA is sent only once the message is committed (submitMessage resolves); any
+//   other failure answers 451 so the client retries: nothing accepted is ever lost.
+// - SMTP smuggling: smtp-server ends DATA only on <CRLF>.<CRLF>; a message holding a "." line
+//   reached through a bare CR or LF (<LF>.<LF>, <CR><LF>.<LF>, <LF>.<CR><LF>, <CR>.<CR>...) is
+//   refused whole, so no hop after us can read it as the end of the message.
+import fs from 'node:fs';
+import net, { type AddressInfo } from 'node:net';
+import { SMTPServer, type SMTPServerAuthentication, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
+import type { BackgroundService } from '../background.ts';
+import { ApiError } from '../domain/errors.ts';
+import { authenticate } from '../operations/authenticate.ts';
+import type { ProjectCaller } from '../operations/context.ts';
+import { submitMessage, SubmissionRefused } from '../operations/submit-message.ts';
+import type { Services } from '../services.ts';
+
+/** Failed AUTH attempts allowed per client address per window before it is turned away. */
+export const MAX_AUTH_FAILURES = 10;
+export const AUTH_FAILURE_WINDOW_MS = 5 * 60_000;
+
+class SmtpReply extends Error {
+  constructor(
+    readonly responseCode: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface SessionState {
+  caller: ProjectCaller | null;
+}
+
+export interface SubmissionOptions {
+  /** STARTTLS (or plaintext) port; null: not listening */
+  port: number | null;
+  /** implicit TLS port; null: not listening */
+  tlsPort: number | null;
+  host: string;
+}
+
+export class SubmissionListener implements BackgroundService {
+  readonly name = 'smtp-submission';
+  private readonly servers: Array<{ server: SMTPServer; port: number; secure: boolean }> = [];
+  private readonly sessions = new Map<string, SessionState>();
+  private readonly connectionsPerIp = new Map<string, number>();
+  private readonly authFailures = new Map<string, number[]>();
+  private readonly sockets = new Set<net.Socket>();
+  private listening = false;
+
+  constructor(
+    private readonly services: Services,
+    private readonly opts: SubmissionOptions,
+  ) {
+    const config = services.config;
+    const tls =
+      config.submissionTlsCert !== null && config.submissionTlsKey !== null
+        ? { cert: fs.readFileSync(config.submissionTlsCert), key: fs.readFileSync(config.submissionTlsKey) }
+        : null;
+    const plaintext = config.submissionAllowPlaintext || (tls === null && isLoopback(opts.host));
+    if (tls === null && !plaintext) {
+      throw new Error('SMTP submission needs a certificate (--submission-tls-cert or --tls-cert) or --submission-allow-plaintext');
+    }
+    if (opts.port !== null) this.servers.push({ server: this.createServer(false, tls, plaintext), port: opts.port, secure: false });
+    if (opts.tlsPort !== null) {
+      if (tls === null) throw new Error('--submission-tls-port needs a certificate');
+      this.servers.push({ server: this.createServer(true, tls, plaintext), port: opts.tlsPort, secure: true });
+    }
+  }
+
+  /** The bound addresses (port 0 picks one): for tests and the startup log. */
+  addresses(): { host: string; port: number | null; tlsPort: number | null } {
+    const portOf = (secure: boolean) => {
+      const entry = this.servers.find((s) => s.secure === secure);
+      if (!entry) return null;
+      return (entry.server.server.address() as AddressInfo | null)?.port ?? entry.port;
+    };
+    return { host: this.opts.host, port: portOf(false), tlsPort: portOf(true) };
+  }
+
+  async start(): Promise<void> {
+    for (const entry of this.servers) {
+      await new Promise<void>((resolve, reject) => {
+        const onError = (error: Error) => reject(error);
+        entry.server.server.once('error', onError);
+        entry.server.listen(entry.port, this.opts.host, () => {
+          entry.server.server.off('error', onError);
+          resolve();
+        });
+      });
+    }
+    this.listening = true;
+    this.services.log.info(this.addresses(), 'SMTP submission listening');
+  }
+
+  async stop(): Promise<void> {
+    if (!this.listening) return;
+    this.listening = false;
+    // smtp-server's close waits for open connections (a DATA in flight commits and is answered).
+    await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.server.close(() => resolve()))));
+  }
+
+  private createServer(secure: boolean, tls: { cert: Buffer; key: Buffer } | null, plaintext: boolean): SMTPServer {
+    const config = this.services.config;
+    const server = new SMTPServer({
+      secure,
+      ...(tls ?? {}),
+      name: config.mailerHost,
+      banner: 'Posthorn ESMTP submission',
+      size: config.submissionMaxBytes,
+      authMethods: ['PLAIN', 'LOGIN'],
+      allowInsecureAuth: plaintext,
+      hideSTARTTLS: secure || tls === null,
+      disabledCommands: secure || tls === null ? ['STARTTLS'] : [],
+      logger: false,
+      // No PTR lookup of clients: the service resolves nothing it does not have to.
+      disableReverseLookup: true,
+      maxClients: config.submissionMaxClients,
+      socketTimeout: config.submissionIdleTimeoutMs,
+      closeTimeout: 30_000,
+      onConnect: (session, callback) => callback(this.admit(session) ?? undefined),
+      onClose: (session) => this.release(session),
+      onAuth: (auth, session, callback) => {
+        this.checkAuth(auth, session).then(
+          (user) => callback(null, { user }),
+          (error: unknown) => callback(error instanceof SmtpReply ? error : this.temporaryFailure(error, 'authentication')),
+        );
+      },
+      onMailFrom: (_address, session, callback) => callback(this.checkMailFrom(session) ?? undefined),
+      onRcptTo: (address, session, callback) => callback(this.checkRecipient(address.address, session) ?? undefined),
+      onData: (stream, session, callback) => {
+        this.receive(stream, session).then(
+          (id) => callback(null, `2.0.0 Ok: queued as ${id}`),
+          (error: unknown) => callback(error instanceof SmtpReply ? error : this.temporaryFailure(error, 'submission')),
+        );
+      },
+    });
+    // The raw TCP socket of every connection, for the total connection time limit: smtp-server's
+    // own timeout is an idle one, and a client trickling bytes would never meet it.
+    server.server.on('connection', (socket: net.Socket) => {
+      this.sockets.add(socket);
+      const timer = setTimeout(() => socket.destroy(), config.submissionTotalTimeoutMs);
+      timer.unref();
+      socket.once('close', () => {
+        clearTimeout(timer);
+        this.sockets.delete(socket);
+      });
+    });
+    server.on('error', (error) => this.services.log.debug({ err: error }, 'SMTP submission connection error'));
+    return server;
+  }
+
+  private admit(session: SMTPServerSession): SmtpReply | null {
+    const ip = session.remoteAddress;
+    const open = this.connectionsPerIp.get(ip) ?? 0;
+    if (open >= this.services.config.submissionMaxConnectionsPerIp) return new SmtpReply(421, '4.7.0 Too many connections from your address, try again later');
+    this.connectionsPerIp.set(ip, open + 1);
+    this.sessions.set(session.id, { caller: null });
+    return null;
+  }
+
+  private release(session: SMTPServerSession): void {
+    if (!this.sessions.delete(session.id)) return;
+    const ip = session.remoteAddress;
+    const open = (this.connectionsPerIp.get(ip) ?? 1) - 1;
+    if (open <= 0) this.connectionsPerIp.delete(ip);
+    else this.connectionsPerIp.set(ip, open);
+  }
+
+  private async checkAuth(auth: SMTPServerAuthentication, session: SMTPServerSession): Promise<string> {
+    const ip = session.remoteAddress;
+    const now = Date.now();
+    const recent = (this.authFailures.get(ip) ?? []).filter((t) => now - t < AUTH_FAILURE_WINDOW_MS);
+    if (recent.length >= MAX_AUTH_FAILURES) throw new SmtpReply(421, '4.7.0 Too many failed authentication attempts, try again later');
+    const fail = () => {
+      recent.push(now);
+      this.authFailures.set(ip, recent);
+      if (this.authFailures.size > 100_000) this.forgetOldFailures(now);
+      return new SmtpReply(535, '5.7.8 Authentication credentials invalid');
+    };
+    const user = auth.username ?? '';
+    const password = auth.password ?? '';
+    let caller;
+    try {
+      caller = await authenticate(this.services, password);
+    } catch (error) {
+      // 401 (unknown or rotated key) and 423 (disabled account or project) alike: 535.
+      if (error instanceof ApiError) throw fail();
+      throw error;
+    }
+    // Only a project key, and only with its own project's uid as the user name.
+    if (caller.keyKind !== 'project' || caller.project === null || caller.project.uid !== user) throw fail();
+    const state = this.sessions.get(session.id);
+    if (state) state.caller = caller as ProjectCaller;
+    return user;
+  }
+
+  private forgetOldFailures(now: number): void {
+    for (const [ip, times] of this.authFailures) {
+      if (times.every((t) => now - t >= AUTH_FAILURE_WINDOW_MS)) this.authFailures.delete(ip);
+    }
+  }
+
+  private checkMailFrom(session: SMTPServerSession): SmtpReply | null {
+    // session.transaction counts from 1: this MAIL FROM starts that transaction.
+    if (session.transaction > this.services.config.submissionMaxMessagesPerConnection) {
+      return new SmtpReply(421, `4.7.0 At most ${this.services.config.submissionMaxMessagesPerConnection} messages per connection, reconnect to send more`);
+    }
+    return null;
+  }
+
+  private checkRecipient(address: string, session: SMTPServerSession): SmtpReply | null {
+    if (session.envelope.rcptTo.length >= this.services.config.maxRecipients) {
+      return new SmtpReply(452, `4.5.3 At most ${this.services.config.maxRecipients} recipients per message`);
+    }
+    const at = address.lastIndexOf('@');
+    if (at <= 0 || at === address.length - 1) return new SmtpReply(553, '5.1.3 The recipient address needs a domain');
+    return null;
+  }
+
+  private async receive(stream: SMTPServerDataStream, session: SMTPServerSession): Promise<number> {
+    const max = this.services.config.submissionMaxBytes;
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      // Keep draining past the limit (the client must reach the end of DATA), but stop storing.
+      if (bytes + chunk.length <= max) chunks.push(chunk);
+      bytes += chunk.length;
+    }
+    if (stream.sizeExceeded || bytes > max) throw new SmtpReply(552, `5.3.4 Message exceeds the ${max} byte limit`);
+    const raw = Buffer.concat(chunks, bytes);
+    const smuggled = findBareLineEndDot(raw);
+    if (smuggled !== -1) {
+      throw new SmtpReply(550, '5.6.0 A "." line is reached through a bare CR or LF (SMTP smuggling); send CRLF line ends');
+    }
+    const caller = this.sessions.get(session.id)?.caller;
+    if (!caller) throw new SmtpReply(530, '5.7.0 Authentication required');
+    try {
+      const sent = await submitMessage(this.services, caller, {
+        envelopeFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+        recipients: session.envelope.rcptTo.map((r) => r.address),
+        raw,
+      });
+      return sent.id;
+    } catch (error) {
+      if (error instanceof SubmissionRefused) throw new SmtpReply(error.code, error.text);
+      throw error;
+    }
+  }
+
+  private temporaryFailure(error: unknown, what: string): SmtpReply {
+    this.services.log.error({ err: error }, `SMTP ${what} failed; the client will retry`);
+    return new SmtpReply(451, '4.3.0 Temporary failure, try again later');
+  }
+}
+
+/**
+ * The offset of the first "." that stands alone on a line whose line ends are not both CRLF (a
+ * bare CR or LF before or after it), or -1. Such a line is an end-of-data sequence to a lenient
+ * reader: the published SMTP smuggling sequences are all of this shape.
+ */
+export function findBareLineEndDot(raw: Buffer): number {
+  let from = 0;
+  for (;;) {
+    const i = raw.indexOf(0x2e, from);
+    if (i === -1) return -1;
+    from = i + 1;
+    const before = i > 0 ? raw[i - 1] : -1;
+    const after = i + 1 < raw.length ? raw[i + 1] : -1;
+    if ((before !== 0x0a && before !== 0x0d) || (after !== 0x0a && after !== 0x0d)) continue;
+    const cleanBefore = before === 0x0a && i >= 2 && raw[i - 2] === 0x0d;
+    const cleanAfter = after === 0x0d && raw[i + 2] === 0x0a;
+    if (!cleanBefore || !cleanAfter) return i;
+  }
+}
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || (net.isIPv4(host) && host.startsWith('127.'));
+}
