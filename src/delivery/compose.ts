@@ -12,7 +12,7 @@ import addressparser from 'nodemailer/lib/addressparser/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
 import { checkRenderedHeader } from '../domain/headers.ts';
 import type { MessagePayload } from '../domain/message-payload.ts';
-import { renderVariables, type Variables } from '../domain/variables.ts';
+import { renderVariables, type PartKind, type Variables } from '../domain/variables.ts';
 
 export interface ComposedMime {
   /** the whole message except the To header (unless `addressed`) */
@@ -41,22 +41,26 @@ export async function composeMime(
   // Submitted over SMTP: sent as stored, byte for byte (docs/smtp-submission.md). Nothing is
   // rendered ({{ }} in such a message is content) and tracking is not applied.
   if (payload.raw !== undefined) return { mime: Buffer.from(payload.raw, 'base64'), fromAddress: firstAddress(payload.from ?? undefined), addressed: true };
-  const render = (text: string | null | undefined) => (typeof text === 'string' ? renderVariables(text, variables) : undefined);
+  // Escaping follows the part (domain/variables.ts): HTML-escaped in the HTML part only. Rows
+  // accepted before the template language keep their plain substitution (payload.syntax absent).
+  const syntax = payload.syntax ?? 'legacy';
+  const render = (text: string | null | undefined, kind: PartKind = 'header') =>
+    typeof text === 'string' ? renderVariables(text, variables, { kind, syntax }) : undefined;
   // Every rendered header value goes through the header check (domain/headers.ts): a substituted
   // variable must not bring a control character onto the wire.
   const from = checkRenderedHeader('From', render(payload.from));
-  let html = render(payload.html);
+  let html = render(payload.html, 'html');
   if (html !== undefined && opts.transformHtml) html = opts.transformHtml(html);
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(payload.headers ?? {})) {
     // To is ours (per recipient, prepended); everything else goes as given.
     if (name.toLowerCase() === 'to') continue;
-    headers[name] = checkRenderedHeader(name, renderVariables(value, variables))!;
+    headers[name] = checkRenderedHeader(name, render(value))!;
   }
   const composer = new MailComposer({
     from,
     subject: checkRenderedHeader('Subject', render(payload.subject)),
-    text: render(payload.text),
+    text: render(payload.text, 'text'),
     html,
     headers,
     messageId: payload.messageId,

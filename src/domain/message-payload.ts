@@ -8,6 +8,7 @@
 // (docs/smtp-submission.md), delivered as those bytes, not recomposed; its from/subject are the
 // decoded header values for reports, and text/html/headers/attachments stay empty. A version 1
 // row reads as before (no raw).
+import type { TemplateSyntax, VariableValue } from './variables.ts';
 
 export interface PayloadAttachment {
   filename: string;
@@ -36,8 +37,8 @@ export interface MessagePayload {
    * already checked for line breaks. From and Subject are not here.
    */
   headers: Record<string, string>;
-  /** global variables; a recipient's own variables override them */
-  variables: Record<string, string>;
+  /** global variables (JSON values, domain/variable-values.ts); a recipient's own override them */
+  variables: Record<string, VariableValue>;
   attachments: PayloadAttachment[];
   /** when set, every copy goes to this address instead of the recorded recipient */
   recipientOverride: string | null;
@@ -48,6 +49,17 @@ export interface MessagePayload {
    * and Message-ID/Date added at acceptance. Absent for composed messages.
    */
   raw?: string;
+  /**
+   * The template language the parts are rendered with (docs/templates.md): 'handlebars' for
+   * messages accepted since it exists; absent on older rows, which keep the plain {{name}}
+   * substitution they were accepted under.
+   */
+  syntax?: TemplateSyntax;
+  /**
+   * send_at (ms), when the message was scheduled: the Date header and the retry deadline count
+   * from it instead of from acceptance (docs/api/send-message.md).
+   */
+  sendAt?: number;
 }
 
 export function parsePayload(json: string): MessagePayload {

@@ -1,16 +1,27 @@
 // Reading variables from a request (arguments.variables, and each recipient's own). Rendering is
-// domain/variables.ts; this only turns JSON into the string map it renders from.
+// domain/variables.ts; this only checks the JSON it renders from.
 //
-// Values: strings as given; numbers and booleans as their JSON text (3 -> "3", true -> "true");
-// null counts as absent (so a recipient's null does not hide a global value). An object or array
-// cannot be substituted into text: 406 call_error naming the variable. Names are trimmed, because
-// {{ name }} is looked up trimmed.
+// Values: JSON as given. Strings, numbers and booleans are substituted as their text (3 -> "3",
+// true -> "true"); lists and objects are for {{#each}} and {{a.b}} (docs/templates.md); null
+// counts as absent (so a recipient's null does not hide a global value). Names are trimmed,
+// because {{ name }} is looked up trimmed.
 import type { Json } from './args.ts';
 import { isPlainObject, wrongType } from './args.ts';
 import { callError } from './errors.ts';
-import { renderVariables, type Variables } from './variables.ts';
+import type { VariableValue } from './variables.ts';
 
-export type VariableValues = Record<string, string>;
+export { variableNamesIn } from './variables.ts';
+
+export type VariableValues = Record<string, VariableValue>;
+
+/** Deepest nesting of lists and objects inside one variable. */
+export const MAX_VARIABLE_DEPTH = 16;
+
+function checkDepth(value: Json, name: string, field: string, depth: number): void {
+  if (value === null || typeof value !== 'object') return;
+  if (depth > MAX_VARIABLE_DEPTH) throw callError(`variable ${JSON.stringify(name)} in "${field}" is nested deeper than ${MAX_VARIABLE_DEPTH} levels`);
+  for (const v of Array.isArray(value) ? value : Object.values(value)) checkDepth(v as Json, name, field, depth + 1);
+}
 
 export function parseVariableValues(value: Json | undefined, field: string): VariableValues {
   const out: VariableValues = {};
@@ -19,30 +30,9 @@ export function parseVariableValues(value: Json | undefined, field: string): Var
     throw wrongType(field, 'an object of variables', value);
   }
   for (const [rawName, v] of Object.entries(value)) {
-    if (v === null) continue;
-    const name = rawName.trim();
-    if (typeof v === 'string') out[name] = v;
-    else if (typeof v === 'number' || typeof v === 'boolean') out[name] = String(v);
-    else {
-      throw callError(`variable ${JSON.stringify(rawName)} in "${field}" must be a string, number or boolean, got ${Array.isArray(v) ? 'an array' : 'an object'}`);
-    }
+    if (v === null || v === undefined) continue;
+    checkDepth(v, rawName, field, 1);
+    out[rawName.trim()] = v as VariableValue;
   }
   return out;
-}
-
-/**
- * Names of the {{variables}} a text uses. renderVariables itself reports them (it looks each name
- * up in the map it is given), so the syntax is defined in one place only.
- */
-export function variableNamesIn(text: string | null): string[] {
-  if (text === null || !text.includes('{{')) return [];
-  const names: string[] = [];
-  const recorder = new Proxy({} as Variables, {
-    get: (_target, name) => {
-      if (typeof name === 'string') names.push(name);
-      return undefined;
-    },
-  });
-  renderVariables(text, recorder);
-  return names;
 }

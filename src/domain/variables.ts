@@ -1,19 +1,320 @@
-// {{name}} substitution. Names are trimmed; a variable without a value renders as the empty string.
-// {{*}} is not a variable: it is where a layout takes its child's content (domain/templates).
-// Values are inserted as given (no HTML escaping): the API caller owns the content.
+// Rendering a message's {{variables}}: the template language (docs/templates.md, and why
+// Handlebars in docs/decisions/0009-template-language.md).
+//
+// The syntax is Handlebars' logic-light subset: {{name}} and {{a.b}} substitution, {{{name}}} for
+// trusted HTML, {{#if}}/{{else}}/{{/if}}, {{#unless}}, {{#each list}} (with {{this}}, {{@index}},
+// {{@first}}, {{@last}}), {{#with}}, {{lookup}}, comments, and \{{ for a literal "{{". No
+// partials, decorators or helpers of our own: a text is data from the API caller, and everything
+// it can do is listed here.
+//
+// Where a value goes decides its escaping:
+//   html    values are HTML-escaped (& < > " ' ` =); {{{name}}} inserts the value as given;
+//   text    the text/plain part: values as given;
+//   header  Subject, From and every other header: values as given; the rendered value then goes
+//           through the header-value check (domain/headers.ts) where it is composed.
+//
+// Compatibility with the plain substitution of earlier versions, for existing templates:
+//   - {{*}} is a layout's slot (domain/templates.ts). After a merge none is left; one that is
+//     rendered anyway stays in the text as it is, as before.
+//   - A name that is not a Handlebars path ({{first name}}, {{e@mail}}, {{true}}) is looked up as
+//     the literal name it always was (rewritten to Handlebars' [literal] segment before compiling).
+//   - A flat variable whose name holds dots ({"user.name": "Ann"}) is found by {{user.name}}, as
+//     before, unless a variable `user` exists.
+//   - A missing or null variable renders as the empty string.
+//   - Messages accepted before this syntax existed carry no `syntax` in their payload and are
+//     rendered with the plain substitution they were accepted under (renderLegacyVariables).
+//
+// Compiled once per distinct (part kind, text): the cache below is shared by every message and
+// recipient, so a message's parts compile once and each recipient only runs the compiled function.
+import Handlebars from 'handlebars';
 
-const VARIABLE = /\{\{\s*([^{}*][^{}]*?)\s*\}\}/g;
+/** A variable's value: JSON as given (null counts as absent). */
+export type VariableValue = string | number | boolean | null | readonly VariableValue[] | { readonly [name: string]: VariableValue };
 
-export type Variables = Readonly<Record<string, string>>;
+export type Variables = Readonly<Record<string, VariableValue>>;
 
-export function renderVariables(text: string, variables: Variables): string {
-  return text.replace(VARIABLE, (_m, name: string) => {
+/** Where a text goes: it decides escaping (see above). */
+export type PartKind = 'html' | 'text' | 'header';
+
+/** 'handlebars' for messages accepted with this language; 'legacy' for the plain {{name}} of before. */
+export type TemplateSyntax = 'handlebars' | 'legacy';
+
+/** The helpers a template may call. Handlebars' `log` is left out: a template must not write logs. */
+const KNOWN_HELPERS = new Set(['if', 'unless', 'each', 'with', 'lookup']);
+
+const engine = Handlebars.create();
+engine.unregisterHelper('log');
+
+export class TemplateSyntaxError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TemplateSyntaxError';
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compatibility rewrite: legacy names become [literal] segments; {{*}} stays literal.
+
+/** One {{ }} or {{{ }}} with its content. Mustaches do not nest, so this finds each one. */
+const MUSTACHE = /(\\?)\{\{(\{?)([^{}]*)\}\}(\}?)/g;
+const SLOT_CONTENT = /^\s*\*\s*$/;
+/** A Handlebars path segment (its ID token) */
+const ID_SEGMENT = /^[^\s!"#%-,./;->@[-^`{-~]+$/;
+const LITERAL_WORDS = new Set(['true', 'false', 'null', 'undefined', 'else', 'this']);
+
+function isHandlebarsPath(token: string): boolean {
+  if (token === 'this' || token === '.') return true;
+  const segments = token.replace(/^(\.\.\/)+/, '').replace(/^this[./]/, '').split(/[./]/);
+  return segments.every((s) => ID_SEGMENT.test(s) && !/^-?\d+(\.\d+)?$/.test(s)) && !LITERAL_WORDS.has(token);
+}
+
+/**
+ * The name a legacy {{...}} means, when its content is not Handlebars syntax: a single word that is
+ * no Handlebars path, or several words that do not start with a helper. Null: leave it to Handlebars.
+ */
+function legacyName(content: string): string | null {
+  const c = content.trim();
+  if (c === '' || /^[#/^!>&{~@"'([]/.test(c) || c.startsWith('else')) return null;
+  if (c.includes(']')) return null;
+  const words = c.split(/\s+/);
+  if (words.length === 1) return isHandlebarsPath(c) ? null : c;
+  if (KNOWN_HELPERS.has(words[0]) || /[="()]/.test(c)) return null;
+  return c;
+}
+
+function rewriteLegacy(text: string): string {
+  if (!text.includes('{{')) return text;
+  return text.replace(MUSTACHE, (whole, escaped: string, open: string, content: string, close: string) => {
+    if (escaped) return whole;
+    if (SLOT_CONTENT.test(content) && open === '' && close === '') return '\\{{*}}';
+    const name = legacyName(content);
+    if (name === null) return whole;
+    return `{{${open}[${name}]${close}}}`;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checking: parse errors, partials, decorators and unknown helpers are refused before anything is
+// stored, so delivery never meets a text it cannot render.
+
+type Node = { type: string; [key: string]: unknown };
+
+function checkNode(node: unknown): void {
+  if (!node || typeof node !== 'object') return;
+  if (Array.isArray(node)) {
+    for (const n of node) checkNode(n);
+    return;
+  }
+  const n = node as Node;
+  switch (n.type) {
+    case 'PartialStatement':
+    case 'PartialBlockStatement':
+      throw new TemplateSyntaxError('partials ({{> name}}) are not supported');
+    case 'Decorator':
+    case 'DecoratorBlock':
+      throw new TemplateSyntaxError('decorators ({{* name}}) are not supported');
+    case 'MustacheStatement':
+    case 'BlockStatement':
+    case 'SubExpression': {
+      const path = n.path as Node & { original?: unknown; parts?: unknown[] };
+      const params = (n.params as unknown[] | undefined) ?? [];
+      const hash = n.hash as { pairs?: unknown[] } | undefined;
+      const callsHelper = params.length > 0 || (hash?.pairs?.length ?? 0) > 0 || n.type === 'SubExpression';
+      if (callsHelper && path.type === 'PathExpression' && !KNOWN_HELPERS.has(String(path.original))) {
+        throw new TemplateSyntaxError(`unknown helper "${String(path.original)}" (the helpers are ${[...KNOWN_HELPERS].join(', ')})`);
+      }
+      break;
+    }
+  }
+  for (const [key, value] of Object.entries(n)) if (key !== 'loc' && value && typeof value === 'object') checkNode(value);
+}
+
+function parse(text: string): hbs.AST.Program {
+  try {
+    const ast = Handlebars.parse(rewriteLegacy(text));
+    checkNode(ast);
+    return ast;
+  } catch (error) {
+    if (error instanceof TemplateSyntaxError) throw error;
+    // Handlebars' message names the line and shows the place; keep it, without a stack.
+    throw new TemplateSyntaxError(String((error as Error).message ?? error).replace(/\s+/g, ' ').trim());
+  }
+}
+
+/** Null when the text is a valid template, else what is wrong (for a 406/412 message). */
+export function findTemplateSyntaxError(text: string | null | undefined): string | null {
+  if (typeof text !== 'string' || !text.includes('{{')) return null;
+  try {
+    compiled(text, 'text');
+    return null;
+  } catch (error) {
+    if (error instanceof TemplateSyntaxError) return error.message;
+    throw error;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compiling, cached by text.
+
+type Compiled = (context: unknown, options?: Handlebars.RuntimeOptions) => string;
+
+const MAX_CACHED = 2_000;
+const MAX_CACHED_CHARS = 32 * 1024 * 1024;
+const cache = new Map<string, Compiled>();
+let cachedChars = 0;
+
+function compiled(text: string, kind: PartKind): Compiled {
+  const key = (kind === 'html' ? 'h' : 't') + text;
+  const hit = cache.get(key);
+  if (hit) {
+    // Least recently used out first: a hit moves to the end.
+    cache.delete(key);
+    cache.set(key, hit);
+    return hit;
+  }
+  const ast = parse(text);
+  const fn = engine.compile(ast, { noEscape: kind !== 'html', knownHelpers: { log: false }, strict: false }) as Compiled;
+  // Compile now (Handlebars compiles lazily on first call): errors belong to parsing, not delivery.
+  fn({});
+  cache.set(key, fn);
+  cachedChars += key.length;
+  while (cache.size > MAX_CACHED || (cachedChars > MAX_CACHED_CHARS && cache.size > 1)) {
+    const oldest = cache.keys().next().value as string;
+    cache.delete(oldest);
+    cachedChars -= oldest.length;
+  }
+  return fn;
+}
+
+/** Flat names with dots ({"user.name": ...}) also reachable as paths, unless the head is taken. */
+function contextOf(variables: Variables): Variables {
+  let out: Record<string, VariableValue> | null = null;
+  for (const name of Object.keys(variables)) {
+    if (!name.includes('.')) continue;
+    const parts = name.split('.');
+    if (parts.some((p) => p === '') || variables[parts[0]] !== undefined) continue;
+    out ??= { ...variables };
+    let node = out;
+    for (let i = 0; i < parts.length - 1; i++) {
+      const next = node[parts[i]];
+      if (next === undefined || next === null) node[parts[i]] = {};
+      else if (typeof next !== 'object' || Array.isArray(next)) break;
+      node = node[parts[i]] as Record<string, VariableValue>;
+      if (i === parts.length - 2 && node[parts[i + 1]] === undefined) node[parts[i + 1]] = variables[name];
+    }
+  }
+  return out ?? variables;
+}
+
+export interface RenderOptions {
+  kind?: PartKind;
+  syntax?: TemplateSyntax;
+  /** told every simple {{name}} that rendered nothing because it has no value */
+  onMissing?: (name: string) => void;
+}
+
+/**
+ * Renders a text with variables. Throws TemplateSyntaxError for a text that is not valid syntax
+ * (acceptance refuses those first, with findTemplateSyntaxError).
+ */
+export function renderVariables(text: string, variables: Variables, options: RenderOptions = {}): string {
+  const kind = options.kind ?? 'text';
+  if (options.syntax === 'legacy') return renderLegacyVariables(text, variables);
+  if (!text.includes('{{')) return text;
+  const fn = compiled(text, kind);
+  const onMissing = options.onMissing;
+  const helpers = onMissing
+    ? {
+        helperMissing(...args: unknown[]) {
+          const opts = args[args.length - 1] as { name: string; fn?: unknown };
+          // A simple {{name}} without a value; sections ({{#name}}) are conditions, not substitutions.
+          if (args.length === 1 && !opts.fn) onMissing(opts.name);
+          return undefined;
+        },
+      }
+    : undefined;
+  return fn(contextOf(variables), helpers ? { helpers } : undefined);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plain substitution of earlier versions, for messages accepted under it.
+
+const LEGACY_VARIABLE = /\{\{\s*([^{}*][^{}]*?)\s*\}\}/g;
+
+/** {{name}} replaced by the value (as given, no escaping), missing names by ''. */
+export function renderLegacyVariables(text: string, variables: Variables): string {
+  return text.replace(LEGACY_VARIABLE, (_m, name: string) => {
     const value = variables[name];
-    return value === undefined ? '' : value;
+    return value === undefined || value === null ? '' : typeof value === 'object' ? JSON.stringify(value) : String(value);
   });
 }
 
 /** Global variables overridden by the recipient's own. */
 export function mergeVariables(global: Variables, recipient: Variables | null | undefined): Variables {
   return recipient ? { ...global, ...recipient } : global;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a text uses.
+
+/**
+ * The head name of every path a text's expressions use, in order ({{ name }} -> name, {{user.a}}
+ * -> user, {{#each items}} -> items), not counting @data, `this` or names inside a block's own
+ * context. Used to check the values that go into headers.
+ */
+export function variableNamesIn(text: string | null | undefined): string[] {
+  if (typeof text !== 'string' || !text.includes('{{')) return [];
+  let ast: hbs.AST.Program;
+  try {
+    ast = parse(text);
+  } catch {
+    return [];
+  }
+  const names: string[] = [];
+  const visit = (node: unknown, inScope: boolean): void => {
+    if (!node || typeof node !== 'object') return;
+    if (Array.isArray(node)) {
+      for (const n of node) visit(n, inScope);
+      return;
+    }
+    const n = node as Node;
+    if (n.type === 'PathExpression') {
+      const p = n as unknown as hbs.AST.PathExpression;
+      if (!p.data && p.depth === 0 && p.parts.length > 0 && !inScope && !(n.original === 'this' || String(n.original).startsWith('this'))) {
+        if (!KNOWN_HELPERS.has(p.parts[0]) || p.original !== p.parts[0]) names.push(p.parts[0]);
+      }
+      return;
+    }
+    if (n.type === 'BlockStatement') {
+      const b = n as unknown as hbs.AST.BlockStatement;
+      visit(b.path.type === 'PathExpression' && KNOWN_HELPERS.has((b.path as hbs.AST.PathExpression).original) ? null : b.path, inScope);
+      visit(b.params, inScope);
+      visit(b.hash, inScope);
+      // each and with change the context: names inside are the items' own.
+      const helper = b.path.type === 'PathExpression' ? (b.path as hbs.AST.PathExpression).original : '';
+      const scoped = inScope || helper === 'each' || helper === 'with' || !KNOWN_HELPERS.has(helper);
+      visit(b.program, scoped);
+      visit(b.inverse, inScope);
+      return;
+    }
+    if (n.type === 'MustacheStatement' || n.type === 'SubExpression') {
+      const m = n as unknown as hbs.AST.MustacheStatement;
+      const isHelper = m.path.type === 'PathExpression' && KNOWN_HELPERS.has((m.path as hbs.AST.PathExpression).original) && (m.params.length > 0 || (m.hash?.pairs.length ?? 0) > 0);
+      if (!isHelper) visit(m.path, inScope);
+      visit(m.params, inScope);
+      visit(m.hash, inScope);
+      return;
+    }
+    for (const [key, value] of Object.entries(n)) if (key !== 'loc' && value && typeof value === 'object') visit(value, inScope);
+  };
+  visit(ast, false);
+  return names;
+}
+
+/** True when a value (or anything inside it) holds a line break or NUL: not for a header. */
+export function valueHasLineBreak(value: VariableValue | undefined): boolean {
+  if (value === undefined || value === null) return false;
+  if (typeof value === 'string') return /[\r\n\0]/.test(value);
+  if (typeof value !== 'object') return false;
+  return (Array.isArray(value) ? value : Object.values(value)).some((v) => valueHasLineBreak(v as VariableValue));
 }
