@@ -25,9 +25,13 @@ export const MAX_PROJECT_UID = 200;
 export interface ProjectSettings {
   /** opt-in open and click tracking of HTML parts (delivery/tracking.ts) */
   tracking: boolean;
+  /** nothing leaves the machine: delivery completes through the sandbox adapter (docs/sandbox.md) */
+  sandbox: boolean;
+  /** the From of a message that names none in its headers or template (docs/api/send-message.md) */
+  default_from: string | null;
 }
 
-export const DEFAULT_PROJECT_SETTINGS: Readonly<ProjectSettings> = Object.freeze({ tracking: false });
+export const DEFAULT_PROJECT_SETTINGS: Readonly<ProjectSettings> = Object.freeze({ tracking: false, sandbox: false, default_from: null });
 export const PROJECT_SETTING_KEYS = Object.keys(DEFAULT_PROJECT_SETTINGS) as (keyof ProjectSettings)[];
 
 /** The project's settings, defaults filled in. A row written before a setting existed reads its default. */
@@ -42,6 +46,8 @@ export function readProjectSettings(project: Pick<Project, 'settings'>): Project
   if (typeof stored === 'object' && stored !== null) {
     const s = stored as Record<string, unknown>;
     if (typeof s.tracking === 'boolean') out.tracking = s.tracking;
+    if (typeof s.sandbox === 'boolean') out.sandbox = s.sandbox;
+    if (typeof s.default_from === 'string' && s.default_from !== '') out.default_from = s.default_from;
   }
   return out;
 }
