@@ -19,7 +19,7 @@ import { checkOutboundUrl } from './outbound-url.ts';
 
 const WEBHOOK_URL = { field: 'url', label: 'Webhook URL' };
 
-export const WEBHOOK_EVENTS = ['delivered', 'failed', 'bounced', 'retry', 'opened', 'clicked'] as const;
+export const WEBHOOK_EVENTS = ['delivered', 'failed', 'bounced', 'retry', 'opened', 'clicked', 'spammed', 'cancelled'] as const;
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 
 export const WEBHOOK_LIMITS = Object.freeze({ webhooksPerAccount: 50, uidChars: 200 });

@@ -2,7 +2,7 @@
 // change and its notification are never separated by a crash. The webhook dispatcher delivers them.
 import type { Tx } from './store.ts';
 
-export type EventType = 'delivered' | 'failed' | 'bounced' | 'retry' | 'opened' | 'clicked' | 'unsubscribed' | 'spammed';
+export type EventType = 'delivered' | 'failed' | 'bounced' | 'retry' | 'opened' | 'clicked' | 'unsubscribed' | 'spammed' | 'cancelled';
 
 export interface NewEvent {
   accountId: number;
