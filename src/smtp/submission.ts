@@ -86,6 +86,11 @@ export class SubmissionListener implements BackgroundService {
     return { host: this.opts.host, port: portOf(false), tlsPort: portOf(true) };
   }
 
+  /** Sessions open now (admitted and not yet closed), over both listeners. */
+  openSessions(): number {
+    return this.sessions.size;
+  }
+
   async start(): Promise<void> {
     for (const entry of this.servers) {
       await new Promise<void>((resolve, reject) => {

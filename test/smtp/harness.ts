@@ -1,0 +1,112 @@
+// A Posthorn with SMTP submission for the tests of test/smtp: the real app on a fresh database,
+// STARTTLS and implicit-TLS listeners on free loopback ports with a self-signed certificate made by
+// openssl, delivery running into a real smtp-server sink (example.test and exämple.test route to
+// it), and a seeded account and project.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Config } from '../../src/config.ts';
+import type { SubmissionListener } from '../../src/smtp/submission.ts';
+import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
+import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
+
+export interface Certificate {
+  dir: string;
+  certFile: string;
+  keyFile: string;
+  certPem: string;
+}
+
+/** A self-signed certificate for 127.0.0.1 and localhost (openssl, two days). */
+export function makeCertificate(): Certificate {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-smtp-cert-'));
+  const certFile = path.join(dir, 'cert.pem');
+  const keyFile = path.join(dir, 'key.pem');
+  execFileSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost', '-keyout', keyFile, '-out', certFile],
+    { stdio: 'ignore' },
+  );
+  return { dir, certFile, keyFile, certPem: fs.readFileSync(certFile, 'utf8') };
+}
+
+export interface SubmissionHarness {
+  t: TestApp;
+  seed: Seed;
+  sink: SmtpPeer;
+  cert: Certificate;
+  listener: SubmissionListener;
+  /** STARTTLS (or plaintext) port */
+  port: number;
+  /** implicit TLS port (null when not configured) */
+  tlsPort: number | null;
+  /** messages rows of the project, newest last */
+  messages(): Promise<Array<{ id: number; uid: string; subject: string | null; from_address: string | null; recipient_count: number; payload: string }>>;
+  transmissions(messageId: number): Promise<Array<{ recipient: string; status: string; result_code: string | null }>>;
+  close(): Promise<void>;
+}
+
+export async function startSubmissionHarness(opts: { config?: Partial<Config>; delivery?: boolean; tls?: boolean } = {}): Promise<SubmissionHarness> {
+  const sink = await startSmtpPeer({ starttls: false });
+  const cert = makeCertificate();
+  const tls = opts.tls ?? true;
+  const t = await startTestApp({
+    config: {
+      submissionPort: 0,
+      submissionTlsPort: tls ? 0 : null,
+      submissionHost: '127.0.0.1',
+      submissionTlsCert: tls ? cert.certFile : null,
+      submissionTlsKey: tls ? cert.keyFile : null,
+      workers: opts.delivery === false ? 0 : 8,
+      pollMs: 50,
+      transportMap: [sink.transportFor('example.test'), sink.transportFor('xn--exmple-cua.test')],
+      connectTimeoutMs: 5000,
+      greetingTimeoutMs: 5000,
+      socketTimeoutMs: 10_000,
+      ...opts.config,
+    },
+  });
+  const seed = await t.seed();
+  const listener = t.app.background.find((s) => s.name === 'smtp-submission') as SubmissionListener | undefined;
+  if (!listener) throw new Error('the submission listener did not start');
+  const { port, tlsPort } = listener.addresses();
+  const db = t.app.services.store.db;
+  return {
+    t,
+    seed,
+    sink,
+    cert,
+    listener,
+    port: port as number,
+    tlsPort,
+    async messages() {
+      return (await db
+        .selectFrom('messages')
+        .select(['id', 'uid', 'subject', 'from_address', 'recipient_count', 'payload'])
+        .where('project_id', '=', seed.projectId)
+        .orderBy('id')
+        .execute()) as any;
+    },
+    async transmissions(messageId) {
+      return (await db
+        .selectFrom('transmissions')
+        .select(['recipient', 'status', 'result_code'])
+        .where('message_id', '=', messageId)
+        .orderBy('id')
+        .execute()) as any;
+    },
+    async close() {
+      await t.close();
+      await sink.close();
+      fs.rmSync(cert.dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A MIME message as an SMTP client would send it (CRLF line ends). */
+export function mimeMessage(headers: Record<string, string>, body: string): string {
+  return `${Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('')}\r\n${body}`;
+}
