@@ -1,5 +1,11 @@
-// Inbound mailboxes of an account: the IMAP connection the watcher (ingress/, issue 6) polls and
-// the URL it posts each new email to. This module stores and validates the configuration.
+// Inbound mailboxes of an account: the IMAP connection the watcher (ingress/) polls and the URL it
+// posts each new email to. This module stores and validates the configuration.
+//
+// The IMAP host follows the address policy of webhooks (services.ports.outboundAddresses,
+// docs/mailboxes.md): public addresses only unless the operator sets --allow-private-addresses.
+// It is checked when saved, by resolving the name and nothing more (no connection is made, so the
+// answer cannot tell an open port from a closed one), and again before every connection, which
+// goes to the checked address (reachMailboxHost), so DNS cannot move it to a private one later.
 //
 // Invariants: the IMAP password and the postback secret are stored sealed with services.secrets
 // and never returned or logged; the postback secret is shown once, by createMailbox and
@@ -122,6 +128,27 @@ function mailboxColumns(services: Services, input: MailboxChanges): Omit<Mailbox
   return out;
 }
 
+export type MailboxReach = { ok: true; address: string; servername: string | undefined } | { ok: false; reason: string };
+
+/**
+ * Where the watcher may connect for `host`: the checked address (and the name for TLS), or why it
+ * is refused. The one place the IMAP host meets the address policy, at save and at connect time.
+ */
+export async function reachMailboxHost(services: Services, host: string): Promise<MailboxReach> {
+  const checked = await services.ports.outboundAddresses.checkHost(host);
+  if (!checked.ok) {
+    return { ok: false, reason: `IMAP host refused: ${checked.reason}. Posthorn connects only to public addresses (the operator allows private ones with --allow-private-addresses)` };
+  }
+  return { ok: true, address: checked.address, servername: net.isIP(host) === 0 ? host : undefined };
+}
+
+/** The IMAP host's address policy, when saved: 400 naming the option that allows private hosts. */
+async function checkMailboxHost(services: Services, host: string | undefined): Promise<void> {
+  if (host === undefined) return;
+  const reach = await reachMailboxHost(services, host);
+  if (!reach.ok) throw new ApiError('bad_request', `${reach.reason}.`);
+}
+
 /** The postback destination's address policy, checked when saved (the dispatcher checks again at each post). */
 async function checkPostbackUrl(services: Services, url: string | undefined): Promise<void> {
   if (url !== undefined) await checkOutboundUrl(services, url, { field: 'postback_url', label: 'Postback URL' });
@@ -131,6 +158,7 @@ export async function createMailbox(services: Services, account: Account, input:
   const uid = input.uid !== undefined && input.uid !== '' ? input.uid : randomUUID();
   checkLength('uid', uid, MAILBOX_LIMITS.uidChars);
   const columns = mailboxColumns(services, input);
+  await checkMailboxHost(services, columns.host);
   await checkPostbackUrl(services, columns.postback_url);
   const postbackSecret = randomToken(POSTBACK_SECRET_CHARS);
   const now = services.clock.now();
@@ -194,6 +222,7 @@ export async function getMailbox(services: Services, account: Account, uid: stri
  */
 export async function updateMailbox(services: Services, account: Account, uid: string, changes: MailboxChanges): Promise<Mailbox> {
   const columns = mailboxColumns(services, changes);
+  await checkMailboxHost(services, columns.host);
   await checkPostbackUrl(services, columns.postback_url);
   const now = services.clock.now();
   const reconnect = ['host', 'port', 'username', 'password', 'tls'].some((k) => k in columns);

@@ -44,6 +44,11 @@ describe('mailbox methods', () => {
       'app.example.com': { a: ['93.184.215.14'] },
       'app.example.org': { a: ['93.184.215.15'] },
       'intranet.example.com': { a: ['10.1.2.3'] },
+      // IMAP hosts follow the same address policy (operations/mailboxes.ts).
+      'imap.example.com': { a: ['93.184.215.20'] },
+      'imap.example.org': { a: ['93.184.215.21'] },
+      'imap2.example.com': { a: ['93.184.215.22'] },
+      'imap.intranet.example.com': { a: ['192.168.1.20'] },
     });
     t = await startTestApp({ clock, background: false, log: pino({ level: 'trace' }, sink), config: { dnsServers: [dns.address] } });
     seed = await t.seed('mail');
@@ -204,8 +209,31 @@ describe('mailbox methods', () => {
     assert.match(moved.body.response.message, /non-public address \(10\.0\.0\.5\)/);
   });
 
+  it('refuses loopback, private, link-local and unresolvable IMAP hosts (400 naming the option), without connecting', async () => {
+    // The API's own port is open, port 1 is closed: the answers are the same, since nothing connects.
+    const openPort = Number(new URL(t.url).port);
+    for (const host of ['127.0.0.1', '::1', '[::1]', '10.0.0.5', '169.254.169.254', 'fe80::1', '::ffff:127.0.0.1', 'imap.intranet.example.com', 'localhost']) {
+      const texts = new Set<string>();
+      for (const port of [openPort, 1]) {
+        const r = await call('create_mailbox', { ...base(), uid: `private-${port}`, host, port });
+        assert.equal(r.status, 400, `${host}:${port} ${JSON.stringify(r.body)}`);
+        assert.equal(r.body.response.status, 'bad_request');
+        assert.match(r.body.response.message, /^IMAP host refused: .*--allow-private-addresses/);
+        texts.add(r.body.response.message);
+      }
+      assert.equal(texts.size, 1, `${host}: the same text whether the port is open or closed: ${[...texts].join(' | ')}`);
+    }
+    const created = await call('create_mailbox', { ...base(), uid: 'moves-private' });
+    assert.equal(created.status, 200);
+    const moved = await call('update_mailbox', { uid: 'moves-private', host: '10.0.0.5' });
+    assert.equal(moved.status, 400);
+    assert.match(moved.body.response.message, /non-public address \(10\.0\.0\.5\).*--allow-private-addresses/);
+    assert.equal((await row('moves-private')).host, 'imap.example.com', 'a refused update changes nothing');
+    await call('delete_mailbox', { uid: 'moves-private' });
+  });
+
   it('accepts host names, IPv4 and IPv6 addresses', async () => {
-    for (const [host, stored] of [['IMAP.Example.COM.', 'imap.example.com'], ['127.0.0.1', '127.0.0.1'], ['::1', '::1'], ['[::1]', '::1'], ['localhost', 'localhost']]) {
+    for (const [host, stored] of [['IMAP.Example.COM.', 'imap.example.com'], ['93.184.215.30', '93.184.215.30'], ['2606:2800:21f:cb07::1', '2606:2800:21f:cb07::1'], ['[2606:2800:21f:cb07::1]', '2606:2800:21f:cb07::1']]) {
       const r = await call('create_mailbox', { ...base(), uid: `host-${host}`, port: 1 });
       assert.equal(r.status, 200);
       const u = await call('update_mailbox', { uid: `host-${host}`, host });
