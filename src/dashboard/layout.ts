@@ -1,0 +1,76 @@
+// The frame of every dashboard page: head (one stylesheet, scripts from /assets only), navigation,
+// the signed-in user and the sign-out form (a POST carrying the session's CSRF token).
+import type { Project } from '../storage/schema.ts';
+import type { Viewer } from '../operations/users.ts';
+import { html, type HtmlValue, type SafeHtml } from './html.ts';
+
+export interface PageContext {
+  viewer: Viewer | null;
+  /** the nav entry to mark as current */
+  section?: string;
+  /** scripts from /assets to load (deferred) */
+  scripts?: string[];
+}
+
+const NAV: Array<[string, string, string, boolean]> = [
+  ['overview', '/', 'Overview', false],
+  ['messages', '/messages', 'Messages', false],
+  ['templates', '/templates', 'Templates', false],
+  ['suppressions', '/suppressions', 'Suppressions', false],
+  ['keys', '/keys', 'Keys', false],
+  // account-wide pages: account users only
+  ['domains', '/domains', 'Domains', true],
+  ['webhooks', '/webhooks', 'Webhooks', true],
+  ['mailboxes', '/mailboxes', 'Mailboxes', true],
+];
+
+export function csrfField(viewer: Viewer): SafeHtml {
+  return html`<input type="hidden" name="_csrf" value="${viewer.csrfToken}">`;
+}
+
+export function page(title: string, ctx: PageContext, body: HtmlValue): string {
+  const viewer = ctx.viewer;
+  const nav = viewer
+    ? html`<nav aria-label="Main"><ul>${NAV.filter(([, , , accountOnly]) => !accountOnly || !viewer.scopeProject).map(
+        ([key, href, label]) => html`<li><a href="${href}"${ctx.section === key ? html` aria-current="page"` : ''}>${label}</a></li>`,
+      )}</ul></nav>
+      <form method="post" action="/logout" class="signout">${csrfField(viewer)}<span class="who">${viewer.user.email}</span> <button type="submit" class="link">Sign out</button></form>`
+    : '';
+  const scripts = ['app.js', ...(ctx.scripts ?? [])];
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<title>${title} · Posthorn</title>
+<link rel="stylesheet" href="/assets/style.css">
+${scripts.map((s) => html`<script src="/assets/${s}" defer></script>`)}
+</head>
+<body>
+<a class="skip" href="#main">Skip to content</a>
+<header class="top"><a class="brand" href="/">Posthorn</a>${nav}</header>
+<main id="main">
+<h1>${title}</h1>
+${body}
+</main>
+</body>
+</html>`.value;
+}
+
+/** A project selector (GET form) for pages about one project; hidden when the viewer sees one project. */
+export function projectPicker(projects: readonly Project[], current: Project, action: string, extra: Record<string, string> = {}): SafeHtml {
+  if (projects.length <= 1) return html`<p class="project">Project: <strong>${current.name}</strong></p>`;
+  return html`<form method="get" action="${action}" class="picker">
+<label for="project">Project</label>
+<select id="project" name="project" data-autosubmit>${projects.map(
+    (p) => html`<option value="${p.uid}"${p.id === current.id ? html` selected` : ''}>${p.name}</option>`,
+  )}</select>
+${Object.entries(extra).map(([k, v]) => html`<input type="hidden" name="${k}" value="${v}">`)}
+<button type="submit">Show</button>
+</form>`;
+}
+
+export function notice(kind: 'ok' | 'error', text: HtmlValue): SafeHtml {
+  return html`<p class="notice ${kind}" role="${kind === 'error' ? 'alert' : 'status'}">${text}</p>`;
+}

@@ -1,0 +1,57 @@
+// Sending domains: the DNS records to publish (with copy buttons), the last check's results and
+// a button to check again. Account users only (domains belong to the account).
+import type { FastifyInstance } from 'fastify';
+import { ApiError } from '../../domain/errors.ts';
+import { checkDomain, createDomain, listDomains, removeDomain, type DomainView } from '../../operations/domains.ts';
+import { formatTime, html, queryString } from '../html.ts';
+import { csrfField, notice, page } from '../layout.ts';
+import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';
+import { requireAccountUser } from './common.ts';
+
+function domainCard(csrf: ReturnType<typeof csrfField>, v: DomainView) {
+  const name = v.domain.name;
+  return html`<section class="card" aria-labelledby="d-${v.domain.id}">
+<h2 id="d-${v.domain.id}">${name} ${v.lastCheck ? html`<span class="badge ${v.lastCheck.status === 'ok' ? 'completed' : 'retry'}">${v.lastCheck.status}</span>` : html`<span class="badge">not checked</span>`}</h2>
+<table><thead><tr><th scope="col">Purpose</th><th scope="col">Type</th><th scope="col">Name</th><th scope="col">Value</th><th scope="col">Check</th></tr></thead><tbody>
+${Object.entries(v.records).map(([purpose, r]) => {
+    const check = v.lastCheck?.records[purpose as keyof typeof v.records];
+    return html`<tr><td>${purpose}</td><td>${r.type}</td><td><code>${r.name}</code> <button type="button" class="copy" data-copy="${r.name}">Copy</button></td>
+<td class="record"><code>${r.value}</code> <button type="button" class="copy" data-copy="${r.value}">Copy</button><br><small>${r.note}</small></td>
+<td>${check ? html`<span class="badge ${check.status === 'ok' ? 'completed' : 'failed'}">${check.status}</span>${check.found.length ? html`<br><small>found: ${check.found.join(' | ')}</small>` : ''}` : ''}</td></tr>`;
+  })}</tbody></table>
+<p>${v.domain.checked_at ? html`Checked ${formatTime(Number(v.domain.checked_at))}.` : ''}</p>
+<div class="actions"><form method="post" action="/domains/${encodeURIComponent(name)}/check">${csrf}<button type="submit">Check DNS now</button></form>
+<form method="post" action="/domains/${encodeURIComponent(name)}/delete">${csrf}<button type="submit" class="danger">Remove</button></form></div>
+</section>`;
+}
+
+export function installDomainPages(app: FastifyInstance, { services }: DashboardRoutes): void {
+  app.get('/domains', async (request, reply) => {
+    const viewer = viewerOf(request);
+    requireAccountUser(viewer);
+    const q = queryOf(request);
+    const domains = await listDomains(services, viewer.account);
+    const csrf = csrfField(viewer);
+    const body = html`${q.error ? notice('error', q.error) : ''}${q.done ? notice('ok', q.done) : ''}
+<form method="post" action="/domains" class="card">${csrf}<label for="d-name">Add a sending domain</label><input id="d-name" name="name" required placeholder="example.com"><button type="submit">Add</button></form>
+${domains.length === 0 ? html`<p>No domain yet.</p>` : domains.map((d) => domainCard(csrf, d))}`;
+    return sendPage(reply, page('Domains', { viewer, section: 'domains' }, body));
+  });
+
+  const act = (path: string, run: (viewer: ReturnType<typeof viewerOf>, name: string, form: Record<string, string>) => Promise<string>) =>
+    app.post(path, async (request, reply) => {
+      const viewer = viewerOf(request);
+      requireAccountUser(viewer);
+      const form = formOf(request);
+      const name = (request.params as { name?: string }).name ?? form.name ?? '';
+      try {
+        return reply.redirect(`/domains${queryString({ done: await run(viewer, name, form) })}`, 303);
+      } catch (error) {
+        if (!(error instanceof ApiError)) throw error;
+        return reply.redirect(`/domains${queryString({ error: error.message.slice(0, 500) })}`, 303);
+      }
+    });
+  act('/domains', async (viewer, name) => `Added ${(await createDomain(services, viewer.account, { name })).domain.name}: publish its records below.`);
+  act('/domains/:name/check', async (viewer, name) => `Checked ${name}: ${(await checkDomain(services, viewer.account, { name })).lastCheck?.status ?? ''}.`);
+  act('/domains/:name/delete', async (viewer, name) => `Removed ${await removeDomain(services, viewer.account, { name })}.`);
+}

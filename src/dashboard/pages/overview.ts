@@ -1,0 +1,58 @@
+// The overview: per project, charts of sent / delivered / deferred / failed / bounced / opened /
+// clicked over the last 24 hours, 7 days or 30 days (uPlot, drawn by assets/charts.js from the
+// data-* attributes), and the queue now.
+import type { FastifyInstance } from 'fastify';
+import { getProjectOverview, OVERVIEW_RANGES, OVERVIEW_SERIES, type OverviewRange, type ProjectOverview } from '../../operations/dashboard-overview.ts';
+import { listViewerProjects, requireViewerProject } from '../../operations/users.ts';
+import type { Project } from '../../storage/schema.ts';
+import { formatTime, html, type SafeHtml } from '../html.ts';
+import { page } from '../layout.ts';
+import { queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';
+
+/** Projects charted on one overview page. */
+const MAX_PROJECTS_SHOWN = 20;
+
+function readRange(text: string | undefined): OverviewRange {
+  return text !== undefined && Object.hasOwn(OVERVIEW_RANGES, text) ? (text as OverviewRange) : '24h';
+}
+
+function rangeLinks(base: string, current: OverviewRange): SafeHtml {
+  return html`<nav class="ranges" aria-label="Time range">${(Object.keys(OVERVIEW_RANGES) as OverviewRange[]).map(
+    (r) => html`<a href="${base}?range=${r}"${r === current ? html` aria-current="true"` : ''}>${r === '24h' ? 'Last 24 hours' : r === '7d' ? 'Last 7 days' : 'Last 30 days'}</a>`,
+  )}</nav>`;
+}
+
+function projectSection(project: Project, o: ProjectOverview): SafeHtml {
+  const data = JSON.stringify({ buckets: o.buckets, series: o.series });
+  return html`<section class="card project-overview" aria-labelledby="p-${project.id}">
+<h2 id="p-${project.id}"><a href="/projects/${encodeURIComponent(project.uid)}">${project.name}</a></h2>
+<div class="chart" data-chart="${data}" role="img" aria-label="Copies per ${o.range === '24h' ? 'hour' : o.range === '7d' ? 'six hours' : 'day'}: ${OVERVIEW_SERIES.map((s) => `${s} ${o.totals[s]}`).join(', ')}"></div>
+<table class="totals"><caption class="visually-hidden">Totals</caption><thead><tr>${OVERVIEW_SERIES.map((s) => html`<th scope="col">${s}</th>`)}</tr></thead>
+<tbody><tr>${OVERVIEW_SERIES.map((s) => html`<td>${o.totals[s]}</td>`)}</tr></tbody></table>
+<p class="queue">Queue now: <strong>${o.queue.queued}</strong> queued, <strong>${o.queue.retrying}</strong> retrying${
+    o.queue.oldestDueAt !== null ? html`, oldest due <time datetime="${new Date(o.queue.oldestDueAt).toISOString()}">${formatTime(o.queue.oldestDueAt)}</time>` : ''
+  }.
+<a href="/messages?project=${encodeURIComponent(project.uid)}">Messages</a> · <a href="/templates?project=${encodeURIComponent(project.uid)}">Templates</a> · <a href="/projects/${encodeURIComponent(project.uid)}/keys">Key</a></p>
+</section>`;
+}
+
+export function installOverviewPages(app: FastifyInstance, { services }: DashboardRoutes): void {
+  app.get('/', async (request, reply) => {
+    const viewer = viewerOf(request);
+    const range = readRange(queryOf(request).range);
+    const projects = (await listViewerProjects(services, viewer)).slice(0, MAX_PROJECTS_SHOWN);
+    const overviews = await Promise.all(projects.map((p) => getProjectOverview(services, p, range)));
+    const body = html`${rangeLinks('/', range)}
+${projects.length === 0 ? html`<p>No project yet.</p>` : projects.map((p, i) => projectSection(p, overviews[i]))}`;
+    return sendPage(reply, page('Overview', { viewer, section: 'overview', scripts: ['uplot.js', 'charts.js'] }, body));
+  });
+
+  app.get('/projects/:uid', async (request, reply) => {
+    const viewer = viewerOf(request);
+    const project = await requireViewerProject(services, viewer, (request.params as { uid: string }).uid);
+    const range = readRange(queryOf(request).range);
+    const overview = await getProjectOverview(services, project, range);
+    const body = html`${rangeLinks(`/projects/${encodeURIComponent(project.uid)}`, range)}${projectSection(project, overview)}`;
+    return sendPage(reply, page(project.name, { viewer, section: 'overview', scripts: ['uplot.js', 'charts.js'] }, body));
+  });
+}

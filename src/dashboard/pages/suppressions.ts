@@ -1,0 +1,64 @@
+// The suppression list of a project: search, add (by hand), remove.
+import type { FastifyInstance } from 'fastify';
+import { ApiError } from '../../domain/errors.ts';
+import { searchSuppressions } from '../../operations/suppression-views.ts';
+import { addToSuppressionList, removeFromSuppressionList } from '../../operations/suppressions.ts';
+import { formatTime, html, queryString } from '../html.ts';
+import { csrfField, notice, page, projectPicker } from '../layout.ts';
+import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';
+import { pickProject } from './common.ts';
+
+export function installSuppressionPages(app: FastifyInstance, { services }: DashboardRoutes): void {
+  app.get('/suppressions', async (request, reply) => {
+    const viewer = viewerOf(request);
+    const q = queryOf(request);
+    const { projects, project } = await pickProject(services, viewer, q.project);
+    const { rows, next } = await searchSuppressions(services, project, { contains: q.q, after: q.after });
+    const body = html`${projectPicker(projects, project, '/suppressions')}
+${q.added ? notice('ok', `Added: ${q.added}`) : ''}${q.removed ? notice('ok', `Removed: ${q.removed}`) : ''}${q.error ? notice('error', q.error) : ''}
+<form method="post" action="/suppressions/add" class="card">
+${csrfField(viewer)}<input type="hidden" name="project" value="${project.uid}">
+<label for="s-add">Add addresses (one a line)</label><textarea id="s-add" name="addresses" rows="3" required></textarea>
+<label for="s-note">Note</label><input id="s-note" name="message" maxlength="1000">
+<button type="submit">Add to the suppression list</button>
+</form>
+<form method="get" action="/suppressions" role="search" class="filters"><input type="hidden" name="project" value="${project.uid}">
+<div class="field"><label for="s-q">Search addresses</label><input id="s-q" name="q" value="${q.q ?? ''}"></div><div class="field actions"><button type="submit">Search</button></div></form>
+<table><thead><tr><th scope="col">Address</th><th scope="col">Status</th><th scope="col">Reason</th><th scope="col">Blocked until</th><th scope="col">Note</th><th scope="col"><span class="visually-hidden">Remove</span></th></tr></thead>
+<tbody>${rows.length === 0 ? html`<tr><td colspan="6" class="empty">No entries.</td></tr>` : rows.map(
+      (s) => html`<tr><td>${s.address}</td><td>${s.status}</td><td>${s.suppression_state}</td><td>${formatTime(s.blocked_until)}</td><td>${s.message ?? ''}</td>
+<td><form method="post" action="/suppressions/remove">${csrfField(viewer)}<input type="hidden" name="project" value="${project.uid}"><input type="hidden" name="address" value="${s.address}"><button type="submit" class="link" aria-label="Remove ${s.address}">Remove</button></form></td></tr>`,
+    )}</tbody></table>
+${next ? html`<nav class="pager"><a href="/suppressions${queryString({ project: project.uid, q: q.q, after: next })}" rel="next">More</a></nav>` : ''}`;
+    return sendPage(reply, page('Suppressions', { viewer, section: 'suppressions' }, body));
+  });
+
+  const back = (project: string, params: Record<string, string>) => `/suppressions${queryString({ project, ...params })}`;
+
+  app.post('/suppressions/add', async (request, reply) => {
+    const viewer = viewerOf(request);
+    const form = formOf(request);
+    const { project } = await pickProject(services, viewer, form.project);
+    const addresses = (form.addresses ?? '').split(/[\s,;]+/).filter((a) => a !== '');
+    try {
+      const added = await addToSuppressionList(services, project, { addresses, message: form.message?.trim() || null });
+      return reply.redirect(back(project.uid, { added: Object.keys(added).join(', ').slice(0, 500) }), 303);
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      return reply.redirect(back(project.uid, { error: error.message.slice(0, 500) }), 303);
+    }
+  });
+
+  app.post('/suppressions/remove', async (request, reply) => {
+    const viewer = viewerOf(request);
+    const form = formOf(request);
+    const { project } = await pickProject(services, viewer, form.project);
+    try {
+      const { removed } = await removeFromSuppressionList(services, project, { addresses: [form.address ?? ''] });
+      return reply.redirect(back(project.uid, { removed: removed.join(', ') }), 303);
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      return reply.redirect(back(project.uid, { error: error.message.slice(0, 500) }), 303);
+    }
+  });
+}

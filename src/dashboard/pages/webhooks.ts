@@ -1,0 +1,92 @@
+// Webhook endpoints with their recent deliveries, retry of failed ones, and secret rotation (the
+// new secret shown once). Account users only.
+import type { FastifyInstance } from 'fastify';
+import { ApiError } from '../../domain/errors.ts';
+import { createWebhook, listDeliveries, listWebhooks, retryDeliveries, rotateWebhookSecret, WEBHOOK_EVENTS, type WebhookEvent } from '../../operations/webhooks.ts';
+import { listViewerProjects } from '../../operations/users.ts';
+import { formatTime, html, queryString } from '../html.ts';
+import { csrfField, notice, page } from '../layout.ts';
+import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';
+import { requireAccountUser } from './common.ts';
+
+const RECENT_DELIVERIES = 50;
+
+export function installWebhookPages(app: FastifyInstance, { services }: DashboardRoutes): void {
+  app.get('/webhooks', async (request, reply) => {
+    const viewer = viewerOf(request);
+    requireAccountUser(viewer);
+    const q = queryOf(request);
+    const [hooks, deliveries, projects] = await Promise.all([
+      listWebhooks(services, viewer.account),
+      listDeliveries(services, viewer.account, { kind: 'webhook', limit: RECENT_DELIVERIES }),
+      listViewerProjects(services, viewer),
+    ]);
+    const csrf = csrfField(viewer);
+    const body = html`${q.error ? notice('error', q.error) : ''}${q.done ? notice('ok', q.done) : ''}
+<form method="post" action="/webhooks" class="card">${csrf}
+<label for="w-url">Endpoint URL</label><input id="w-url" name="url" type="url" required placeholder="https://example.com/hooks/posthorn">
+<label for="w-project">Project</label><select id="w-project" name="project"><option value="">every project</option>${projects.map((p) => html`<option value="${p.uid}">${p.name}</option>`)}</select>
+<fieldset><legend>Events</legend>${WEBHOOK_EVENTS.map((e) => html`<label class="check"><input type="checkbox" name="events" value="${e}" checked> ${e}</label>`)}</fieldset>
+<button type="submit">Add webhook</button></form>
+<h2>Endpoints</h2>
+<table><thead><tr><th scope="col">URL</th><th scope="col">Project</th><th scope="col">Events</th><th scope="col">Status</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead><tbody>
+${hooks.length === 0 ? html`<tr><td colspan="5" class="empty">No webhook yet.</td></tr>` : hooks.map(
+      (h) => html`<tr><td class="url">${h.webhook.url}</td><td>${h.projectUid ?? 'every project'}</td><td>${(JSON.parse(h.webhook.events) as string[]).join(', ')}</td><td>${h.webhook.status}</td>
+<td><form method="post" action="/webhooks/${encodeURIComponent(h.webhook.uid)}/rotate">${csrf}<button type="submit" class="link">Rotate secret</button></form></td></tr>`,
+    )}</tbody></table>
+<h2>Recent deliveries</h2>
+<table><thead><tr><th scope="col">Created</th><th scope="col">Event</th><th scope="col">URL</th><th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Last answer</th><th scope="col"><span class="visually-hidden">Retry</span></th></tr></thead><tbody>
+${deliveries.length === 0 ? html`<tr><td colspan="7" class="empty">No delivery yet.</td></tr>` : deliveries.map(
+      (d) => html`<tr><td>${formatTime(Number(d.request.created_at))}</td><td>${d.request.event_type ?? ''}</td><td class="url">${d.request.url}</td><td><span class="badge ${d.request.state}">${d.request.state}</span></td><td>${Number(d.request.attempts)}</td><td>${d.request.last_status_code ?? ''} ${d.request.last_error ?? ''}</td>
+<td>${d.request.state === 'failed' ? html`<form method="post" action="/webhooks/deliveries/${Number(d.request.id)}/retry">${csrf}<button type="submit" class="link">Retry</button></form>` : ''}</td></tr>`,
+    )}</tbody></table>`;
+    return sendPage(reply, page('Webhooks', { viewer, section: 'webhooks' }, body));
+  });
+
+  const fail = (error: unknown) => {
+    if (!(error instanceof ApiError)) throw error;
+    return `/webhooks${queryString({ error: error.message.slice(0, 500) })}`;
+  };
+
+  app.post('/webhooks', async (request, reply) => {
+    const viewer = viewerOf(request);
+    requireAccountUser(viewer);
+    const form = formOf(request);
+    const events = (form.events ?? '').split('\n').filter((e): e is WebhookEvent => (WEBHOOK_EVENTS as readonly string[]).includes(e));
+    try {
+      const created = await createWebhook(services, viewer.account, { url: form.url ?? '', events: events.length ? events : undefined, projectUid: form.project || undefined });
+      return sendPage(reply, secretShown(viewer, created.webhook.url, created.secret));
+    } catch (error) {
+      return reply.redirect(fail(error), 303);
+    }
+  });
+
+  app.post('/webhooks/:uid/rotate', async (request, reply) => {
+    const viewer = viewerOf(request);
+    requireAccountUser(viewer);
+    try {
+      const rotated = await rotateWebhookSecret(services, viewer.account, (request.params as { uid: string }).uid);
+      return sendPage(reply, secretShown(viewer, rotated.webhook.url, rotated.secret));
+    } catch (error) {
+      return reply.redirect(fail(error), 303);
+    }
+  });
+
+  app.post('/webhooks/deliveries/:id/retry', async (request, reply) => {
+    const viewer = viewerOf(request);
+    requireAccountUser(viewer);
+    const id = Number((request.params as { id: string }).id);
+    const count = Number.isSafeInteger(id) ? await retryDeliveries(services, viewer.account, [id]) : 0;
+    return reply.redirect(`/webhooks${queryString(count ? { done: 'Delivery queued again.' } : { error: 'Only a failed delivery can be retried.' })}`, 303);
+  });
+}
+
+function secretShown(viewer: ReturnType<typeof viewerOf>, url: string, secret: string): string {
+  return page(
+    'Webhook secret',
+    { viewer, section: 'webhooks' },
+    html`<section class="card"><p class="notice ok" role="status">The signing secret of ${url}. Copy it now: it is not shown again.</p>
+<p><label for="secret">Secret</label> <input id="secret" class="key" readonly value="${secret}"> <button type="button" class="copy" data-copy-from="secret">Copy</button></p>
+<p><a href="/webhooks">Done</a></p></section>`,
+  );
+}

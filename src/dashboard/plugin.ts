@@ -1,0 +1,151 @@
+// The web dashboard (docs/dashboard.md): the product's second edge, beside the PostageApp API. It
+// calls operations only. Server-rendered pages (dashboard/html.ts escapes everything), forms
+// posted as application/x-www-form-urlencoded, a session cookie, and static assets from
+// dashboard/assets/ (uPlot from node_modules): no inline script or style, so the Content-Security-
+// Policy below forbids both. Encapsulated: its body parsers, hooks and error page apply to its
+// routes only.
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { ApiError } from '../domain/errors.ts';
+import { findViewer, type Viewer } from '../operations/users.ts';
+import type { Services } from '../services.ts';
+import { serveAsset } from './assets.ts';
+import { html } from './html.ts';
+import { page } from './layout.ts';
+import { installDomainPages } from './pages/domains.ts';
+import { installKeyPages } from './pages/keys.ts';
+import { installMailboxPages } from './pages/mailboxes.ts';
+import { installMessagePages } from './pages/messages.ts';
+import { installOverviewPages } from './pages/overview.ts';
+import { installSignInPages, installSignOut } from './pages/sign-in.ts';
+import { installSuppressionPages } from './pages/suppressions.ts';
+import { installTemplatePages } from './pages/templates.ts';
+import { installWebhookPages } from './pages/webhooks.ts';
+
+export const SESSION_COOKIE = 'posthorn_session';
+export const LOGIN_COOKIE = 'posthorn_login';
+
+/** Every dashboard answer carries these; routes that frame content set their own policy first. */
+export const PAGE_CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    dashboardViewer?: Viewer;
+  }
+}
+
+export interface DashboardRoutes {
+  services: Services;
+  /** Secure cookies: the dashboard is reached over HTTPS */
+  secureCookies: boolean;
+}
+
+export function viewerOf(request: FastifyRequest): Viewer {
+  const viewer = request.dashboardViewer;
+  if (!viewer) throw new Error('dashboard route reached without a viewer');
+  return viewer;
+}
+
+export function formOf(request: FastifyRequest): Record<string, string> {
+  const body = request.body;
+  const out: Record<string, string> = {};
+  if (body && typeof body === 'object') {
+    for (const [k, v] of Object.entries(body as Record<string, unknown>)) {
+      if (typeof v === 'string') out[k] = v;
+      else if (Array.isArray(v) && typeof v[0] === 'string') out[k] = v.join('\n');
+    }
+  }
+  return out;
+}
+
+export function queryOf(request: FastifyRequest): Record<string, string> {
+  return formOf({ body: request.query } as FastifyRequest);
+}
+
+function sameToken(a: string | undefined, b: string): boolean {
+  if (typeof a !== 'string') return false;
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+export function sendPage(reply: FastifyReply, body: string, status = 200): FastifyReply {
+  return reply.code(status).header('content-type', 'text/html; charset=utf-8').header('cache-control', 'no-store').send(body);
+}
+
+function errorPage(viewer: Viewer | null, status: number, message: string): string {
+  const title = status === 404 ? 'Not found' : status === 403 ? 'Refused' : status >= 500 ? 'Something went wrong' : 'Cannot do that';
+  return page(title, { viewer }, html`<p class="notice error" role="alert">${message}</p><p><a href="/">Back to the overview</a></p>`);
+}
+
+export async function dashboard(app: FastifyInstance, opts: { services: Services }): Promise<void> {
+  const { services } = opts;
+  const secureCookies = Boolean(services.config.tlsCert) || services.config.publicUrl.startsWith('https://');
+  await app.register(cookie);
+  await app.register(formbody, { bodyLimit: services.config.maxBodyBytes });
+
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (!reply.hasHeader('content-security-policy')) reply.header('content-security-policy', PAGE_CSP);
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('referrer-policy', 'same-origin');
+    if (!reply.hasHeader('x-frame-options')) reply.header('x-frame-options', 'DENY');
+    return payload;
+  });
+
+  app.setErrorHandler((error: Error & { statusCode?: number }, request, reply) => {
+    const viewer = request.dashboardViewer ?? null;
+    if (error instanceof ApiError) return sendPage(reply, errorPage(viewer, error.httpCode, error.message), error.httpCode);
+    if (error.statusCode !== undefined && error.statusCode < 500) return sendPage(reply, errorPage(viewer, 400, 'The request could not be read.'), 400);
+    request.log.error({ err: error, path: request.url.split('?')[0] }, 'unhandled error in the dashboard');
+    return sendPage(reply, errorPage(viewer, 500, 'The failure was logged; please try again.'), 500);
+  });
+
+  app.get('/assets/:name', async (request, reply) => serveAsset(reply, (request.params as { name: string }).name));
+
+  const routes: DashboardRoutes = { services, secureCookies };
+  installSignInPages(app, routes);
+
+  // Everything else needs a live session; every POST also needs the session's CSRF token.
+  await app.register(async (authed) => {
+    authed.addHook('preHandler', async (request, reply) => {
+      const viewer = await findViewer(services, request.cookies[SESSION_COOKIE]);
+      if (!viewer) {
+        if (request.method === 'GET') {
+          const next = request.url.startsWith('/') && !request.url.startsWith('//') ? request.url : '/';
+          return reply.redirect(`/login${next === '/' ? '' : `?next=${encodeURIComponent(next)}`}`, 303);
+        }
+        return sendPage(reply, errorPage(null, 403, 'Your session has ended: sign in again.'), 403);
+      }
+      request.dashboardViewer = viewer;
+      if (request.method !== 'GET' && request.method !== 'HEAD') {
+        const sent = formOf(request)._csrf ?? (request.headers['x-csrf-token'] as string | undefined);
+        if (!sameToken(sent, viewer.csrfToken)) {
+          return sendPage(reply, errorPage(viewer, 403, 'This form has expired or did not come from this dashboard: reload the page and try again.'), 403);
+        }
+      }
+    });
+    installSignOut(authed, routes);
+    installOverviewPages(authed, routes);
+    installMessagePages(authed, routes);
+    installTemplatePages(authed, routes);
+    installSuppressionPages(authed, routes);
+    installKeyPages(authed, routes);
+    installDomainPages(authed, routes);
+    installWebhookPages(authed, routes);
+    installMailboxPages(authed, routes);
+  });
+}
+
+export function newLoginToken(): string {
+  return randomBytes(18).toString('base64url');
+}
+
+export { sameToken };
+
+/** The dashboard's entry in the HTTP listener's list of edges (http/routes.ts). */
+export async function installDashboard(app: FastifyInstance, services: Services): Promise<void> {
+  await app.register(dashboard, { services });
+}

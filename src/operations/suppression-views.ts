@@ -1,0 +1,20 @@
+// The suppression list as the dashboard pages through it (adding and removing are
+// operations/suppressions.ts's, shared with the API).
+import type { Services } from '../services.ts';
+import type { Project, Suppression } from '../storage/schema.ts';
+import { searchSuppressionsPage } from '../storage/suppression-views.ts';
+
+export const SUPPRESSION_PAGE_SIZE = 100;
+
+export async function searchSuppressions(
+  services: Services,
+  project: Project,
+  q: { contains?: string; after?: string },
+): Promise<{ rows: Suppression[]; next: string | null }> {
+  const contains = (q.contains ?? '').trim().slice(0, 320) || null;
+  const after = (q.after ?? '').slice(0, 320) || null;
+  const rows = await searchSuppressionsPage(services.store.db, { projectId: project.id, contains, after, limit: SUPPRESSION_PAGE_SIZE + 1 });
+  const more = rows.length > SUPPRESSION_PAGE_SIZE;
+  const page = rows.slice(0, SUPPRESSION_PAGE_SIZE);
+  return { rows: page, next: more ? page[page.length - 1].address : null };
+}
