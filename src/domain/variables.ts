@@ -41,6 +41,7 @@ export type TemplateSyntax = 'handlebars' | 'legacy';
 
 /** The helpers a template may call. Handlebars' `log` is left out: a template must not write logs. */
 const KNOWN_HELPERS = new Set(['if', 'unless', 'each', 'with', 'lookup']);
+const HELPER_ARITY: Record<string, number> = { if: 1, unless: 1, each: 1, with: 1, lookup: 2 };
 
 const engine = Handlebars.create();
 engine.unregisterHelper('log');
@@ -120,8 +121,14 @@ function checkNode(node: unknown): void {
       const params = (n.params as unknown[] | undefined) ?? [];
       const hash = n.hash as { pairs?: unknown[] } | undefined;
       const callsHelper = params.length > 0 || (hash?.pairs?.length ?? 0) > 0 || n.type === 'SubExpression';
-      if (callsHelper && path.type === 'PathExpression' && !KNOWN_HELPERS.has(String(path.original))) {
-        throw new TemplateSyntaxError(`unknown helper "${String(path.original)}" (the helpers are ${[...KNOWN_HELPERS].join(', ')})`);
+      const name = path.type === 'PathExpression' ? String(path.original) : '';
+      if (callsHelper && path.type === 'PathExpression' && !KNOWN_HELPERS.has(name)) {
+        throw new TemplateSyntaxError(`unknown helper "${name}" (the helpers are ${[...KNOWN_HELPERS].join(', ')})`);
+      }
+      // The helpers' own arity, checked here so that rendering never throws on it.
+      const arity = HELPER_ARITY[name];
+      if (arity !== undefined && (callsHelper || n.type === 'BlockStatement') && params.length !== arity) {
+        throw new TemplateSyntaxError(`{{${n.type === 'BlockStatement' ? '#' : ''}${name}}} takes ${arity === 1 ? 'one argument' : `${arity} arguments`}, got ${params.length}`);
       }
       break;
     }
@@ -175,7 +182,11 @@ function compiled(text: string, kind: PartKind): Compiled {
   const ast = parse(text);
   const fn = engine.compile(ast, { noEscape: kind !== 'html', knownHelpers: { log: false }, strict: false }) as Compiled;
   // Compile now (Handlebars compiles lazily on first call): errors belong to parsing, not delivery.
-  fn({});
+  try {
+    fn({});
+  } catch (error) {
+    throw new TemplateSyntaxError(String((error as Error).message ?? error));
+  }
   cache.set(key, fn);
   cachedChars += key.length;
   while (cache.size > MAX_CACHED || (cachedChars > MAX_CACHED_CHARS && cache.size > 1)) {

@@ -51,3 +51,68 @@ describe('variable names', () => {
     assert.deepEqual(variableNamesIn(null), []);
   });
 });
+
+describe('the template language (docs/templates.md)', () => {
+  const load = () => import('../../src/domain/variables.ts');
+
+  it('keeps {{name}} substitution: trimmed names, missing and null as empty, numbers and booleans as text', async () => {
+    const { renderVariables } = await load();
+    assert.equal(renderVariables('Hi {{ name }}, {{missing}}{{nil}} {{n}} {{t}} {{f}}', { name: 'Ann', nil: null, n: 0, t: true, f: false }), 'Hi Ann,  0 true false');
+    // Names that are not Handlebars paths are still looked up literally, as before.
+    assert.equal(renderVariables('{{first name}}|{{e@mail}}|{{user.name}}|{{true}}', { 'first name': 'F', 'e@mail': 'E', 'user.name': 'U', true: 'T' }), 'F|E|U|T');
+    // A {{*}} left over is text, as before; \{{ is a literal "{{".
+    assert.equal(renderVariables('a {{*}} b \\{{name}}', { name: 'x' }), 'a {{*}} b {{name}}');
+  });
+
+  it('escapes values in HTML parts only; {{{triple}}} inserts trusted HTML', async () => {
+    const { renderVariables } = await load();
+    const vars = { v: `<b>"Tom" & 'Jerry'</b>` };
+    assert.equal(renderVariables('<p>{{v}}</p>', vars, { kind: 'html' }), '<p>&lt;b&gt;&quot;Tom&quot; &amp; &#x27;Jerry&#x27;&lt;/b&gt;</p>');
+    assert.equal(renderVariables('<p>{{{v}}}</p>', vars, { kind: 'html' }), `<p><b>"Tom" & 'Jerry'</b></p>`);
+    assert.equal(renderVariables('{{v}}', vars, { kind: 'text' }), vars.v);
+    assert.equal(renderVariables('{{v}}', vars, { kind: 'header' }), vars.v);
+  });
+
+  it('has conditionals and loops over lists', async () => {
+    const { renderVariables } = await load();
+    const tpl = '{{#if vip}}VIP {{else}}Hi {{/if}}{{name}}:{{#each items}} {{@index}}.{{title}}x{{qty}}{{#if @last}}.{{/if}}{{/each}}{{#unless items}} nothing{{/unless}}';
+    assert.equal(renderVariables(tpl, { vip: true, name: 'Ann', items: [{ title: 'Pen', qty: 2 }, { title: 'Ink', qty: 1 }] }), 'VIP Ann: 0.Penx2 1.Inkx1.');
+    assert.equal(renderVariables(tpl, { vip: false, name: 'Bob', items: [] }), 'Hi Bob: nothing');
+    assert.equal(renderVariables('{{#with user}}{{first}} {{last}}{{/with}} {{user.first}}', { user: { first: 'A', last: 'B' } }), 'A B A');
+    assert.equal(renderVariables('{{#each tags}}[{{this}}]{{/each}}', { tags: ['<x>', 'y'] }, { kind: 'html' }), '[&lt;x&gt;][y]');
+  });
+
+  it('reports the variables substituted without a value, not the conditions', async () => {
+    const { renderVariables } = await load();
+    const missing: string[] = [];
+    renderVariables('{{a}} {{b}} {{#if c}}{{d}}{{/if}}{{#each list}}{{e}}{{/each}}', { a: 'x', list: [{}] }, { onMissing: (n) => missing.push(n) });
+    assert.deepEqual(missing, ['b', 'e']);
+  });
+
+  it('refuses what it cannot render: syntax errors, partials, unknown helpers; no logs', async () => {
+    const { findTemplateSyntaxError, renderVariables } = await load();
+    assert.equal(findTemplateSyntaxError('Hi {{name}} {{#if x}}y{{/if}}'), null);
+    assert.equal(findTemplateSyntaxError(null), null);
+    assert.match(findTemplateSyntaxError('{{#if x}}unclosed')!, /Parse error|Expecting/);
+    assert.match(findTemplateSyntaxError('{{#each}}{{/each}}')!, /.+/);
+    assert.match(findTemplateSyntaxError('{{> header}}')!, /partials/);
+    assert.match(findTemplateSyntaxError('{{uppercase name}}') ?? 'literal', /literal/); // a legacy two-word name
+    assert.match(findTemplateSyntaxError('{{#uppercase name}}x{{/uppercase}}')!, /unknown helper "uppercase"/);
+    assert.match(findTemplateSyntaxError('{{lookup (concat a b) c}}')!, /unknown helper/);
+    // Handlebars' log helper is not one of ours: a template cannot write to the service's logs.
+    assert.match(findTemplateSyntaxError('{{log "x"}}')!, /unknown helper "log"/);
+    assert.match(findTemplateSyntaxError('{{#if}}x{{/if}}')!, /takes one argument/);
+    // No prototype access through templates.
+    assert.equal(renderVariables('{{constructor.name}}{{__proto__}}', {}), '');
+  });
+
+  it('the legacy renderer keeps messages accepted before the language exactly as they were', async () => {
+    const { renderVariables } = await load();
+    assert.equal(renderVariables('<p>{{ v }}</p>{{{v}}}', { v: '<b>' }, { kind: 'html', syntax: 'legacy' }), '<p><b></p>{<b>}');
+  });
+
+  it('names the variables a text uses, through blocks, not inside each', async () => {
+    const { variableNamesIn } = await load();
+    assert.deepEqual(variableNamesIn('{{#if vip}}{{a.b}}{{/if}}{{#each items}}{{n}}{{/each}}{{lookup x y}}{{[first name]}}'), ['vip', 'a', 'items', 'x', 'y', 'first name']);
+  });
+});
