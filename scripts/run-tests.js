@@ -3,6 +3,9 @@
 // once per database: SQLite, then PostgreSQL (POSTHORN_TEST_DATABASES=sqlite,postgres picks them).
 // Extra arguments filter test files by substring.
 //
+// It builds first (scripts/build.js): the CLI and multi-process tests start bin/posthorn.js, which
+// runs the compiled dist/. The tests themselves run the sources through tsx.
+//
 // PostgreSQL (test/helpers/postgres.ts: a fresh database per test app on POSTHORN_TEST_PG_URL,
 // default postgres://postgres@127.0.0.1:5432/postgres): when the server is unreachable the
 // PostgreSQL run FAILS with CI=true (CI must prove both databases) and is skipped with the
@@ -70,6 +73,12 @@ async function preparePostgres() {
   } finally {
     await client.end().catch(() => {});
   }
+}
+
+const build = spawnSync(process.execPath, [path.join('scripts', 'build.js'), '--allow-type-errors'], { stdio: 'inherit' });
+if (build.status !== 0) {
+  console.error('# the build failed: tests that start bin/posthorn.js cannot run');
+  process.exit(1);
 }
 
 const filters = process.argv.slice(2);

@@ -1,5 +1,6 @@
 // The composition root: opens the store, runs migrations, builds the services every operation
 // receives, and starts what this process's role asks for (the HTTP API, the background workers).
+import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { BACKGROUND_FACTORIES, type BackgroundService } from './background.ts';
@@ -12,6 +13,7 @@ import { forgetDkimKeys } from './delivery/dkim.ts';
 import type { Ports, Services } from './services.ts';
 import { migrateToLatest } from './storage/migrate.ts';
 import { loadSecretKey } from './storage/secret-key.ts';
+import { sqliteFileFrom } from './storage/dialects/sqlite.ts';
 import { openStore } from './storage/store.ts';
 import { parseOutboundUrl, resolveOutboundHost } from './webhooks/url-policy.ts';
 
@@ -110,4 +112,14 @@ async function closeAll(services: Services, http: FastifyInstance | null, backgr
     }
   }
   await services.store.close();
+}
+
+/**
+ * Whether the configured database exists yet. Read-only commands (account list) ask first, so they
+ * never create a SQLite file; a PostgreSQL database always exists (Posthorn never creates one).
+ */
+export function databaseExists(config: Readonly<Config>): boolean {
+  if (config.databaseUrl !== null && /^postgres(ql)?:\/\//i.test(config.databaseUrl)) return true;
+  const file = sqliteFileFrom(config.databaseUrl, config.data);
+  return file !== ':memory:' && fs.existsSync(file);
 }

@@ -1,7 +1,6 @@
 // account and init: accounts, and the first account and project of a new installation.
-import { createAccount, listAccounts, setAccountStatus } from '../operations/accounts.ts';
-import { createProject, projectUrl } from '../operations/projects.ts';
-import { flag, print, withServices } from './output.ts';
+// The operations are loaded when a command runs (src/cli/types.ts).
+import { flag, print, withExistingServices, withServices } from './output.ts';
 import { UsageError, type CliCommand, type CommandInput } from './types.ts';
 
 type Command = (input: CommandInput) => Promise<number>;
@@ -9,6 +8,18 @@ type Command = (input: CommandInput) => Promise<number>;
 const account: Command = async ({ config, args, flags }) => {
   const [sub, uid] = args;
   const json = flags.has('json');
+  if (sub !== 'create' && sub !== 'list' && sub !== 'disable' && sub !== 'enable') {
+    throw new UsageError('usage: posthorn account create --name NAME | list | disable UID | enable UID');
+  }
+  if ((sub === 'disable' || sub === 'enable') && !uid) throw new UsageError(`account ${sub} needs the account UID`);
+  const { createAccount, listAccounts, setAccountStatus } = await import('../operations/accounts.ts');
+  if (sub === 'list') {
+    // Read-only: without a database there is nothing to list, and none is created.
+    const rows = await withExistingServices(config, (services) => listAccounts(services), () => []);
+    const out = rows.map((a) => ({ uid: a.uid, name: a.name, status: a.status, created_at: new Date(a.created_at).toISOString() }));
+    print(json, out, out.map((a) => `${a.uid}  ${a.status.padEnd(8)}  ${a.name}`).join('\n') || '(no accounts)');
+    return 0;
+  }
   return withServices(config, async (services) => {
     switch (sub) {
       case 'create': {
@@ -18,15 +29,8 @@ const account: Command = async ({ config, args, flags }) => {
         print(json, { uid: account.uid, name: account.name, api_key: apiKey }, `account ${account.uid} "${account.name}"\naccount API key (shown once): ${apiKey}`);
         return 0;
       }
-      case 'list': {
-        const rows = await listAccounts(services);
-        const out = rows.map((a) => ({ uid: a.uid, name: a.name, status: a.status, created_at: new Date(a.created_at).toISOString() }));
-        print(json, out, out.map((a) => `${a.uid}  ${a.status.padEnd(8)}  ${a.name}`).join('\n') || '(no accounts)');
-        return 0;
-      }
       case 'disable':
       case 'enable': {
-        if (!uid) throw new UsageError(`account ${sub} needs the account UID`);
         const updated = await setAccountStatus(services, uid, sub === 'disable' ? 'disabled' : 'active');
         if (!updated) {
           process.stderr.write(`posthorn: no account with uid ${uid}\n`);
@@ -35,20 +39,25 @@ const account: Command = async ({ config, args, flags }) => {
         print(json, { uid: updated.uid, status: updated.status }, `account ${updated.uid} is now ${updated.status}`);
         return 0;
       }
-      default:
-        throw new UsageError('usage: posthorn account create --name NAME | list | disable UID | enable UID');
     }
   });
 };
 
 const init: Command = async ({ config, flags }) => {
   const json = flags.has('json');
+  const { createAccount } = await import('../operations/accounts.ts');
+  const { createProject, projectUrl } = await import('../operations/projects.ts');
+  const { createFirstUser } = await import('../operations/users.ts');
   return withServices(config, async (services) => {
     const created = await createAccount(services, { name: flag(flags, 'name') ?? 'My account' });
     const { project, apiKey } = await createProject(services, created.account, { name: flag(flags, 'project-name') ?? 'My project' });
     const out = {
       account: { uid: created.account.uid, name: created.account.name, api_key: created.apiKey },
       project: { uid: project.uid, name: project.name, url: projectUrl(services, project), api_key: apiKey },
+      dashboard: await (async () => {
+        const { user, password } = await createFirstUser(services, created.account, flag(flags, 'email'));
+        return { url: `${services.config.publicUrl}/`, email: user.email, password };
+      })(),
     };
     print(
       json,
@@ -56,6 +65,7 @@ const init: Command = async ({ config, flags }) => {
       [
         `account ${out.account.uid}: account API key (shown once) ${out.account.api_key}`,
         `project ${out.project.uid}: project API key (shown once) ${out.project.api_key}`,
+        `dashboard ${out.dashboard.url}: sign in as ${out.dashboard.email} with the password (shown once) ${out.dashboard.password}`,
       ].join('\n'),
     );
     return 0;
@@ -66,13 +76,15 @@ const init: Command = async ({ config, flags }) => {
 export const accountCommands: CliCommand[] = [
   {
     name: 'init',
-    usage: ['init [--name NAME] [--project-name NAME] [--json]   create an account and its first project; print both API keys'],
-    flags: ['json', 'name', 'project-name'],
+    usage: ['init [--name NAME] [--project-name NAME] [--email EMAIL] [--json]   create an account, its first project and dashboard user; print both API keys and how to sign in'],
+    description: 'Creates the database if needed, then an account and its first project (with the two sample templates), and prints the account API key and the project API key, and creates the first dashboard user (--email, default admin@<mailer host>) and prints the dashboard URL and its generated password. Keys and the password are shown once: only their hashes are stored.',
+    flags: ['json', 'name', 'project-name', 'email'],
     run: init,
   },
   {
     name: 'account',
     usage: ['account create --name NAME [--json]', 'account list [--json]', 'account disable UID | account enable UID'],
+    description: 'Creates an account (printing its API key once), lists accounts (never creating a database), or disables and re-enables one (a disabled account\'s keys are answered 423 locked).',
     flags: ['json', 'name'],
     run: account,
   },

@@ -1,7 +1,6 @@
 // Helpers every command file shares: reading a flag, printing JSON or text, opening the services.
-import { openServices } from '../app.ts';
+// The app is imported when a command runs, not when the table loads (src/cli/types.ts).
 import type { Config } from '../config.ts';
-import { createLogger } from '../log.ts';
 import type { Services } from '../services.ts';
 
 export function flag(flags: Map<string, string[]>, name: string): string | undefined {
@@ -14,8 +13,10 @@ export function print(json: boolean, value: unknown, text: string): void {
   process.stdout.write(json ? JSON.stringify(value) + '\n' : text + '\n');
 }
 
+/** Opens the store (migrating it), runs fn, closes the store. */
 export async function withServices<T>(config: Readonly<Config>, fn: (s: Services) => Promise<T>): Promise<T> {
-  const services = await openServices(config, { log: quietLogger(config) });
+  const { openServices } = await import('../app.ts');
+  const services = await openServices(config, { log: await quietLogger(config) });
   try {
     return await fn(services);
   } finally {
@@ -23,7 +24,18 @@ export async function withServices<T>(config: Readonly<Config>, fn: (s: Services
   }
 }
 
+/**
+ * For read-only commands: runs fn on the services when the database exists, else returns
+ * `absent()` without touching the disk, so a command that only reads never creates a database.
+ */
+export async function withExistingServices<T>(config: Readonly<Config>, fn: (s: Services) => Promise<T>, absent: () => T): Promise<T> {
+  const { databaseExists } = await import('../app.ts');
+  if (!databaseExists(config)) return absent();
+  return withServices(config, fn);
+}
+
 /** CLI commands print their own output; the logger only speaks up for warnings. */
-export function quietLogger(config: Readonly<Config>) {
+export async function quietLogger(config: Readonly<Config>) {
+  const { createLogger } = await import('../log.ts');
   return createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel);
 }

@@ -1,11 +1,11 @@
 // serve and migrate: running the service, and bringing its database up to date.
-import { migrateDatabase, startApp } from '../app.ts';
 import { quietLogger } from './output.ts';
 import type { CliCommand, CommandInput } from './types.ts';
 
 type Command = (input: CommandInput) => Promise<number>;
 
 const serve: Command = async ({ config }) => {
+  const { startApp } = await import('../app.ts');
   const app = await startApp(config);
   const log = app.services.log;
   log.info({ url: app.url, role: config.role, background: app.background.map((b) => b.name) }, 'posthorn is running');
@@ -26,13 +26,23 @@ const serve: Command = async ({ config }) => {
 };
 
 const migrate: Command = async ({ config }) => {
-  const applied = await migrateDatabase(config, quietLogger(config));
+  const { migrateDatabase } = await import('../app.ts');
+  const applied = await migrateDatabase(config, await quietLogger(config));
   process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
   return 0;
 };
 
-
 export const serviceCommands: CliCommand[] = [
-  { name: 'serve', usage: ['serve                         run the service (HTTP API and delivery workers)'], run: serve },
-  { name: 'migrate', usage: ['migrate                       apply database migrations and exit'], run: migrate },
+  {
+    name: 'serve',
+    usage: ['serve                         run the service (HTTP API and delivery workers)'],
+    description: 'Runs what --role asks for: the HTTP API (--port), the delivery, webhook and mailbox workers, and the listeners that are configured (--bounce-port, --submission-port). Stops cleanly on SIGTERM or SIGINT. Creates the database and applies migrations at start.',
+    run: serve,
+  },
+  {
+    name: 'migrate',
+    usage: ['migrate                       apply database migrations and exit'],
+    description: 'Applies pending migrations to the database of --database-url (or --data) and prints what was applied. serve does the same at start; run it alone before a rolling upgrade.',
+    run: migrate,
+  },
 ];

@@ -1,4 +1,5 @@
-// Runs the migrations in storage/migrations/ (files named NNN-subject.ts, applied in name order).
+// Runs the migrations in storage/migrations/ (files named NNN-subject.ts, applied in name order;
+// NNN-subject.js in the compiled dist/, under the same names).
 // Each migration module exports `up(db, dialect)`; the dialect supplies what differs (id columns,
 // integer widths), so one set of migrations serves SQLite and PostgreSQL.
 import fs from 'node:fs';
@@ -17,10 +18,10 @@ class DirectoryProvider implements MigrationProvider {
   constructor(private readonly dialect: StoreDialect) {}
   async getMigrations(): Promise<Record<string, Migration>> {
     const out: Record<string, Migration> = {};
-    const files = fs.readdirSync(dir).filter((f) => /^\d{3}-.*\.ts$/.test(f)).sort();
+    const files = fs.readdirSync(dir).filter((f) => /^\d{3}-.*\.[jt]s$/.test(f) && !f.endsWith('.d.ts')).sort();
     for (const file of files) {
       const mod = (await import(pathToFileURL(path.join(dir, file)).href)) as MigrationModule;
-      out[file.replace(/\.ts$/, '')] = { up: (db) => mod.up(db, this.dialect) };
+      out[file.replace(/\.[jt]s$/, '')] = { up: (db) => mod.up(db, this.dialect) };
     }
     return out;
   }

@@ -75,7 +75,7 @@ async function handleApiCall(services: Services, request: FastifyRequest, reply:
     if (apiKey !== undefined && apiKey !== null && typeof apiKey !== 'string') {
       throw callError('"api_key" must be a string');
     }
-    const caller = await authenticate(services, apiKey ?? '');
+    const caller = await authenticate(services, apiKey ?? '', METHODS.get(methodName)?.key);
     const method = METHODS.get(methodName);
     if (!method) throw callError(`unknown method "${methodName}"`);
     if (method.key !== 'any' && method.key !== caller.keyKind) {
