@@ -1,0 +1,135 @@
+// SMTP submission from the clients applications use besides Nodemailer: Python's smtplib (Debian
+// python3, as Django uses it) and swaks (Debian package), each over STARTTLS and implicit TLS with
+// the certificate verified, AUTH success and failure, Bcc and UTF-8 addresses; delivered end to end
+// into the sink.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { after, before, describe, it } from 'node:test';
+import { simpleParser } from 'mailparser';
+import { headerOf } from '../helpers/smtp-peers.ts';
+import { startSubmissionHarness, type SubmissionHarness } from './harness.ts';
+
+/** Runs a command (bounded: 60 s), resolving with its exit code and output. */
+function run(command: string, args: string[], input?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+    child.stdin.end(input ?? '');
+  });
+}
+
+// Reads its parameters from argv; prints "OK <reply>" or "ERR <code> <text>".
+const PYTHON_CLIENT = String.raw`
+import smtplib, ssl, sys
+from email.message import EmailMessage
+from email import policy
+mode, port, user, password, cafile, sender, to, bcc, subject = sys.argv[1:10]
+ctx = ssl.create_default_context(cafile=cafile)
+msg = EmailMessage()
+msg['From'] = sender
+msg['To'] = to
+msg['Bcc'] = bcc
+msg['Subject'] = subject
+msg.set_content('Grüße aus Python ☃')
+try:
+    if mode == 'starttls':
+        s = smtplib.SMTP('127.0.0.1', int(port), timeout=30)
+        s.starttls(context=ctx)
+    else:
+        s = smtplib.SMTP_SSL('127.0.0.1', int(port), context=ctx, timeout=30)
+    s.login(user, password)
+    options = ['SMTPUTF8'] if any(ord(c) > 127 for c in sender + to + bcc) else []
+    # sendmail with the Bcc header still in the bytes: the server must remove it.
+    s.sendmail(sender, [to, bcc], msg.as_bytes(policy=policy.SMTPUTF8 if options else policy.SMTP), mail_options=options)
+    s.quit()
+    print('OK')
+except smtplib.SMTPResponseException as e:
+    print('ERR', e.smtp_code, e.smtp_error.decode('utf-8', 'replace'))
+`;
+
+describe('SMTP submission with smtplib and swaks', () => {
+  let h: SubmissionHarness;
+
+  before(async () => {
+    h = await startSubmissionHarness();
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  async function deliveredTo(address: string, timeoutMs = 20_000) {
+    const started = Date.now();
+    for (;;) {
+      const mail = h.sink.received.find((m) => m.to.includes(address));
+      if (mail) return mail;
+      if (Date.now() - started > timeoutMs) throw new Error(`nothing delivered to ${address}`);
+      await h.sink.waitForReceived(h.sink.received.length + 1, timeoutMs).catch(() => undefined);
+    }
+  }
+
+  for (const mode of ['starttls', 'tls'] as const) {
+    it(`smtplib over ${mode}: AUTH, Bcc removed and delivered, UTF-8 addresses`, async () => {
+      const port = String(mode === 'starttls' ? h.port : h.tlsPort);
+      const to = `py-${mode}-to@example.test`;
+      const bcc = `py-${mode}-bcc@example.test`;
+      const r = await run('python3', ['-c', PYTHON_CLIENT, mode, port, h.seed.projectUid, h.seed.projectKey, h.cert.certFile, 'py@example.test', to, bcc, `python ${mode}`]);
+      assert.equal(r.stdout.trim(), 'OK', r.stderr + r.stdout);
+      for (const address of [to, bcc]) {
+        const mail = await deliveredTo(address);
+        assert.equal(headerOf(mail.raw, 'bcc'), null);
+        assert.ok(!mail.raw.toString('utf8').includes(bcc));
+        assert.equal((await simpleParser(mail.raw)).text?.trim(), 'Grüße aus Python ☃');
+      }
+
+      const utf8To = `empfänger-${mode}@exämple.test`;
+      const u = await run('python3', ['-c', PYTHON_CLIENT, mode, port, h.seed.projectUid, h.seed.projectKey, h.cert.certFile, 'jörg@exämple.test', utf8To, `blind-${mode}@exämple.test`, 'UTF-8 ☃']);
+      assert.equal(u.stdout.trim(), 'OK', u.stderr + u.stdout);
+      const rows = await h.messages();
+      assert.equal(rows[rows.length - 1].subject, 'UTF-8 ☃');
+
+      const bad = await run('python3', ['-c', PYTHON_CLIENT, mode, port, h.seed.projectUid, 'wrong-key', h.cert.certFile, 'py@example.test', to, bcc, 'x']);
+      assert.match(bad.stdout.trim(), /^ERR 535 /, bad.stderr + bad.stdout);
+    });
+  }
+
+  for (const mode of ['starttls', 'tls'] as const) {
+    it(`swaks over ${mode}: AUTH PLAIN and LOGIN, Bcc removed and delivered; a wrong key fails`, async () => {
+      const tlsArgs = mode === 'starttls' ? ['--server', `127.0.0.1:${h.port}`, '--tls'] : ['--server', `127.0.0.1:${h.tlsPort}`, '--tls-on-connect'];
+      for (const auth of ['PLAIN', 'LOGIN']) {
+        const to = `swaks-${mode}-${auth.toLowerCase()}@example.test`;
+        const bcc = `swaks-${mode}-${auth.toLowerCase()}-bcc@example.test`;
+        const r = await run('swaks', [
+          ...tlsArgs,
+          '--tls-verify', '--tls-ca-path', h.cert.certFile,
+          '--auth', auth, '--auth-user', h.seed.projectUid, '--auth-password', h.seed.projectKey,
+          '--from', 'swaks@example.test', '--to', `${to},${bcc}`,
+          '--header', `Subject: swaks ${mode} ${auth}`, '--add-header', `Bcc: ${bcc}`,
+          '--body', 'sent by swaks', '--timeout', '30',
+        ]);
+        assert.equal(r.code, 0, r.stdout + r.stderr);
+        assert.match(r.stdout, /<~  250 2\.0\.0 Ok: queued as \d+/);
+        for (const address of [to, bcc]) {
+          const mail = await deliveredTo(address);
+          assert.equal(headerOf(mail.raw, 'bcc'), null);
+          assert.equal(headerOf(mail.raw, 'subject'), `swaks ${mode} ${auth}`);
+        }
+      }
+      const bad = await run('swaks', [
+        ...tlsArgs, '--tls-verify', '--tls-ca-path', h.cert.certFile,
+        '--auth', 'PLAIN', '--auth-user', h.seed.projectUid, '--auth-password', 'wrong-key',
+        '--from', 'swaks@example.test', '--to', 'never@example.test', '--timeout', '30',
+      ]);
+      assert.notEqual(bad.code, 0);
+      assert.match(bad.stdout, /<~\*? 535 /);
+    });
+  }
+});
