@@ -15,7 +15,9 @@ export const API_STATUSES = {
   precondition_failed: 412,
   payload_too_large: 413,
   locked: 423,
+  too_many_requests: 429,
   internal_server_error: 500,
+  service_unavailable: 503,
 } as const;
 
 export type ApiStatus = keyof typeof API_STATUSES;
@@ -54,3 +56,15 @@ export const MESSAGES = {
   invalidJson: 'Posted content is not valid JSON.',
   versionConflict: (v: string) => `Invalid API version "${v}". Use /v.1.1/<method> or /v.1.0/<method>.json.`,
 } as const;
+
+/**
+ * The database cannot be reached or cannot take writes (connection lost, server shutting down,
+ * disk full). Storage throws it with a message naming the cause; the edges answer it as a 503 and
+ * the workers pause until it passes. Nothing was stored by the call that got it.
+ */
+export class StoreUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreUnavailableError';
+  }
+}

@@ -10,7 +10,7 @@ import { parseAttachments } from './attachments.ts';
 import { ApiError, callError } from './errors.ts';
 import { checkHeaderValue, parseHeaders, type MessageHeaders } from './headers.ts';
 import type { PayloadAttachment } from './message-payload.ts';
-import { readGivenUid } from './message-uid.ts';
+import { deriveUid, readGivenUid } from './message-uid.ts';
 import {
   addressKey,
   collectRecipientEntries,
@@ -27,9 +27,13 @@ import { parseVariableValues, variableNamesIn, type VariableValues } from './var
 /** The domain of the clients' test sink: copies to it complete at acceptance, nothing is sent. */
 export const NULL_SINK_DOMAIN = 'null.postageapp.com';
 
+/**
+ * A send request as every edge hands it to the send_message operation (operations/send-message.ts):
+ * the API reads it from the wire with readSendRequest; other edges build it themselves.
+ */
 export interface SendRequest {
-  /** the uid the caller gave; null when none */
-  uid: string | null;
+  /** the uid the caller gave, else the hash of the arguments (message-uid.ts: a retried call is the same message) */
+  uid: string;
   template: string | null;
   /** the call's own content (content, or its alias message); null when none */
   content: ContentLevel | null;
@@ -69,7 +73,7 @@ export function readSendRequest(args: Args, topLevel: { uid: Json | undefined; r
   if (!Object.values(args.raw).some((v) => v !== null && v !== undefined)) {
     throw new ApiError('bad_request', 'Missing arguments: send_message needs "arguments" with recipients and content or a template.');
   }
-  const uid = readGivenUid(topLevel.uid);
+  const givenUid = readGivenUid(topLevel.uid);
   const template = args.string('template') ?? null;
   if (args.has('content') && args.has('message')) throw callError('give "content" or its alias "message", not both');
   const contentField = args.has('message') ? 'message' : 'content';
@@ -87,6 +91,7 @@ export function readSendRequest(args: Args, topLevel: { uid: Json | undefined; r
   if (recipientOverride !== null && recipientOverride.trim() === '') recipientOverride = null;
   const deliver = args.bool('deliver', true);
   const tracking = args.has('tracking') ? args.bool('tracking', false) : null;
+  const uid = givenUid ?? deriveUid(args.raw, topLevel.recipientOverride);
   return { uid, template: template === '' ? null : template, content, headers, recipients, variables, attachments, recipientOverride, deliver, tracking };
 }
 
@@ -125,7 +130,8 @@ function checkHeaderVariables(headers: ReadonlyArray<readonly [string, string | 
   for (const [header, text] of headers) {
     for (const name of variableNamesIn(text)) {
       for (const v of [global[name], ...recipients.map((r) => r.variables?.[name])]) {
-        if (v !== undefined) checkHeaderValue(`variable ${JSON.stringify(name)} (used in the ${header} header)`, v);
+        // Nested values render in headers too; composition checks the rendered text (delivery/compose.ts).
+        if (typeof v === 'string') checkHeaderValue(`variable ${JSON.stringify(name)} (used in the ${header} header)`, v);
       }
     }
   }

@@ -3,31 +3,21 @@
 // template is named), then ONE transaction holding one message INSERT ... RETURNING id and one
 // multi-row transmissions INSERT. A duplicate uid is found by the unique constraint, not a SELECT.
 //
-//   read the request (400, 406) -> template and its layouts (412) -> recipients, addresses (412)
+//   [the edge reads the request (400, 406)] -> template and its layouts (412) -> recipients, addresses (412)
 //   -> uid (given, or the hash of the arguments) -> store message + transmissions -> wake delivery
 //
 // What is accepted is what will be sent: the template chain is merged into the stored payload now,
 // so later template edits never change this message.
-import type { Json, JsonObject } from '../domain/args.ts';
-import { Args } from '../domain/args.ts';
 import { ApiError } from '../domain/errors.ts';
 import type { MessagePayload } from '../domain/message-payload.ts';
-import { deriveUid, messageIdFor, uniqueIdFor } from '../domain/message-uid.ts';
-import { acceptMessage, deliveryAddress, isNullSink, readSendRequest, type AcceptedMessage, type SendRequest } from '../domain/send-request.ts';
+import { messageIdFor, uniqueIdFor } from '../domain/message-uid.ts';
+import { acceptMessage, deliveryAddress, isNullSink, type AcceptedMessage, type SendRequest } from '../domain/send-request.ts';
 import { checkLayoutChain, MAX_LAYOUT_CHAIN, type TemplateLevel } from '../domain/templates.ts';
 import { insertMessage } from '../storage/messages.ts';
 import { findTemplateChain } from '../storage/template-layouts.ts';
 import { insertTransmissions, type AcceptedTransmission } from '../storage/transmissions.ts';
 import type { ProjectCaller } from './context.ts';
 import type { Services } from '../services.ts';
-
-export interface SendMessageInput {
-  args: Args;
-  /** the request's top-level uid, any JSON type */
-  uid: Json | undefined;
-  /** a top-level recipient_override (the Ruby gem puts it in arguments, others at the top) */
-  recipientOverride: Json | undefined;
-}
 
 export interface SentMessage {
   id: number;
@@ -46,11 +36,14 @@ export function messageUrl(services: Services, id: number): string {
   return `${services.config.publicUrl}/messages/${id}`;
 }
 
-export async function sendMessage(services: Services, caller: ProjectCaller, input: SendMessageInput): Promise<SentMessage> {
-  const request = readSendRequest(input.args, { uid: input.uid, recipientOverride: input.recipientOverride });
+/**
+ * Accepts `request` (read from the wire by the edge: domain/send-request.ts readSendRequest) for
+ * the caller's project. acceptMessage checks the merged content and every address.
+ */
+export async function sendMessage(services: Services, caller: ProjectCaller, request: SendRequest): Promise<SentMessage> {
   const chain = request.template === null ? null : await loadTemplateChain(services, caller.project.id, request.template);
   const accepted = acceptMessage(request, chain, { maxRecipients: services.config.maxRecipients });
-  const uid = request.uid ?? deriveUid(input.args.raw as JsonObject, input.recipientOverride);
+  const uid = request.uid;
   const now = services.clock.now();
   // Everything but the inserts is computed before the transaction: on SQLite the transactions of
   // concurrent requests share one commit, and time spent inside delays all of them.

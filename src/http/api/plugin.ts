@@ -9,8 +9,10 @@ import { Args, type Json, type JsonObject } from '../../domain/args.ts';
 import { ApiError, callError, MESSAGES } from '../../domain/errors.ts';
 import { authenticate } from '../../operations/authenticate.ts';
 import type { Services } from '../../services.ts';
+import { parseRateLimit, takeKeyToken } from '../../operations/rate-limits.ts';
+import { checkArgumentPolicy } from './argument-policy.ts';
 import { decodeBody } from './body.ts';
-import { sendError, sendOk } from './envelope.ts';
+import { RetryLaterError, sendError, sendOk, storeUnavailableIn } from './envelope.ts';
 import { METHODS } from './methods/index.ts';
 
 const VERSIONS = new Set(['1.0', '1.1']);
@@ -26,6 +28,8 @@ declare module 'fastify' {
 export async function postageAppApi(app: FastifyInstance, opts: { services: Services }): Promise<void> {
   const { services } = opts;
   const { config } = services;
+  // A malformed --rate-limit-per-key stops start-up here rather than at the first request.
+  parseRateLimit(config.rateLimitPerKey);
 
   // Every body is read as bytes: UTF-8 and JSON are checked by us, whatever the Content-Type
   // (v1.1 clients send JSON as application/x-www-form-urlencoded).
@@ -57,8 +61,8 @@ export async function postageAppApi(app: FastifyInstance, opts: { services: Serv
     if (error.statusCode !== undefined && error.statusCode < 500) {
       return sendError(reply, null, callError('malformed HTTP request'));
     }
-    request.log.error({ err: error, path: request.url.split('?')[0] }, 'unhandled error in HTTP edge');
-    return sendError(reply, null, new ApiError('internal_server_error', MESSAGES.internal));
+    if (!storeUnavailableIn(error)) request.log.error({ err: error, path: request.url.split('?')[0] }, 'unhandled error in HTTP edge');
+    return sendError(reply, null, error);
   });
 }
 
@@ -71,11 +75,17 @@ async function handleApiCall(services: Services, request: FastifyRequest, reply:
   try {
     const body = decodeBody(request.body as Buffer | undefined);
     uid = body.uid;
+    checkArgumentPolicy(body);
     const apiKey = body.api_key;
     if (apiKey !== undefined && apiKey !== null && typeof apiKey !== 'string') {
       throw callError('"api_key" must be a string');
     }
     const caller = await authenticate(services, apiKey ?? '', METHODS.get(methodName)?.key);
+    const token = takeKeyToken(services, caller.project ? `project:${caller.project.id}` : `account:${caller.account.id}`);
+    if (!token.ok) {
+      const seconds = Math.max(1, Math.ceil(token.retryAfterMs / 1000));
+      throw new RetryLaterError('too_many_requests', `Rate limit of this API key exceeded (--rate-limit-per-key ${services.config.rateLimitPerKey}); retry in ${seconds} s.`, seconds);
+    }
     const method = METHODS.get(methodName);
     if (!method) throw callError(`unknown method "${methodName}"`);
     if (method.key !== 'any' && method.key !== caller.keyKind) {
@@ -85,10 +95,13 @@ async function handleApiCall(services: Services, request: FastifyRequest, reply:
       );
     }
     const args = Args.from(body.arguments);
+    method.checkArgs(args.raw);
     const result = await method.run({ services, caller, args, uid, body: body as JsonObject });
     return sendOk(reply, uid, result);
   } catch (error) {
-    if (!(error instanceof ApiError)) {
+    if (storeUnavailableIn(error)) {
+      request.log.warn({ method: methodName, cause: (error as Error).message }, 'database unavailable: answered 503');
+    } else if (!(error instanceof ApiError)) {
       request.log.error({ err: error, method: methodName }, 'operation failed unexpectedly');
     }
     return sendError(reply, uid, error);

@@ -5,6 +5,9 @@ import { formatIsoTime } from '../../../domain/time.ts';
 import { checkDomain, createDomain, getDomain, listDomains, removeDomain, type DomainView } from '../../../operations/domains.ts';
 import { addToSuppressionList, removeFromSuppressionList } from '../../../operations/suppressions.ts';
 import { defineMethods, projectOf } from './types.ts';
+import { Type } from '@sinclair/typebox';
+import { DomainData, SuppressionEntry } from '../data-schemas.ts';
+import { anyOf, NO_ARGUMENTS, obj, optional, required, str } from '../schema.ts';
 
 /** `address` (one string) and/or `addresses` (an array of strings, or one string). */
 function readAddresses(args: Args): string[] {
@@ -44,6 +47,8 @@ export const deliveryMethods = defineMethods([
     name: 'add_to_suppression_list',
     key: 'project',
     summary: 'Puts addresses on the project suppression list by hand (status rejected, suppression_state manual).',
+    args: obj({ address: optional(str({ description: 'one address' })), addresses: optional(anyOf([Type.Array(Type.Union([Type.String(), Type.Null()])), Type.String()], 'an array', { description: 'several addresses (or one as a string); at most 1000 per call' })), message: optional(str({ description: 'why (default "Added manually")' })) }),
+    data: Type.Object({ suppression_list: Type.Record(Type.String(), SuppressionEntry, { description: 'by normalized address' }) }),
     async run({ services, caller, args }) {
       const message = args.string('message') ?? null;
       const entries = await addToSuppressionList(services, projectOf(caller), { addresses: readAddresses(args), message });
@@ -54,6 +59,8 @@ export const deliveryMethods = defineMethods([
     name: 'remove_from_suppression_list',
     key: 'project',
     summary: 'Removes addresses from the project suppression list, whatever put them there.',
+    args: obj({ address: optional(str({ description: 'one address' })), addresses: optional(anyOf([Type.Array(Type.Union([Type.String(), Type.Null()])), Type.String()], 'an array', { description: 'several addresses (or one as a string); at most 1000 per call' })) }),
+    data: Type.Object({ removed: Type.Array(Type.String()), not_found: Type.Array(Type.String()) }),
     async run({ services, caller, args }) {
       return { data: await removeFromSuppressionList(services, projectOf(caller), { addresses: readAddresses(args) }) };
     },
@@ -62,6 +69,8 @@ export const deliveryMethods = defineMethods([
     name: 'create_domain',
     key: 'account',
     summary: 'Adds a sending domain with a new 2048-bit DKIM key; answers the DNS records to publish.',
+    args: obj({ name: required(str({ description: 'the domain name, e.g. mail.example.com' })) }),
+    data: Type.Object({ domain: DomainData }),
     async run({ services, caller, args }) {
       return { data: { domain: presentDomain(await createDomain(services, caller.account, domainName(args))) } };
     },
@@ -70,6 +79,8 @@ export const deliveryMethods = defineMethods([
     name: 'list_domains',
     key: 'account',
     summary: 'The sending domains of the account, by name.',
+    args: NO_ARGUMENTS,
+    data: Type.Object({ domains: Type.Array(DomainData) }),
     async run({ services, caller }) {
       return { data: { domains: (await listDomains(services, caller.account)).map(presentDomain) } };
     },
@@ -78,6 +89,8 @@ export const deliveryMethods = defineMethods([
     name: 'get_domain',
     key: 'account',
     summary: 'One sending domain: its DNS records and the last check.',
+    args: obj({ name: required(str({ description: 'the domain name, e.g. mail.example.com' })) }),
+    data: Type.Object({ domain: DomainData }),
     async run({ services, caller, args }) {
       return { data: { domain: presentDomain(await getDomain(services, caller.account, domainName(args))) } };
     },
@@ -86,6 +99,8 @@ export const deliveryMethods = defineMethods([
     name: 'check_domain',
     key: 'account',
     summary: "Looks up a domain's DKIM, SPF and return-path records in DNS and reports each as ok, missing, mismatch or error.",
+    args: obj({ name: required(str({ description: 'the domain name, e.g. mail.example.com' })) }),
+    data: Type.Object({ domain: DomainData }),
     async run({ services, caller, args }) {
       return { data: { domain: presentDomain(await checkDomain(services, caller.account, domainName(args))) } };
     },
@@ -94,6 +109,8 @@ export const deliveryMethods = defineMethods([
     name: 'delete_domain',
     key: 'account',
     summary: 'Removes a sending domain and its DKIM key; its mail goes out unsigned afterwards.',
+    args: obj({ name: required(str({ description: 'the domain name, e.g. mail.example.com' })) }),
+    data: Type.Object({ domain: Type.Object({ name: Type.String(), deleted: Type.Literal(true) }) }),
     async run({ services, caller, args }) {
       return { data: { domain: { name: await removeDomain(services, caller.account, domainName(args)), deleted: true } } };
     },

@@ -17,6 +17,9 @@ import { getProjectMetrics } from '../../../operations/reports/metrics.ts';
 import { getSuppressionList } from '../../../operations/reports/suppression-list.ts';
 import { getAccountInfo, getProjectInfo } from '../../../operations/reports/usage-info.ts';
 import { defineMethods, projectOf, type MethodCall } from './types.ts';
+import { Type } from '@sinclair/typebox';
+import { HistoryPageData, MessageListing, MessageRef, MetricsData, SuppressionEntry, TransmissionReport, UsageInfo } from '../data-schemas.ts';
+import { int, NO_ARGUMENTS, obj, optional, str } from '../schema.ts';
 
 /** Default per_page of every listing (the spec's figure), lowered to the configured maximum. */
 const DEFAULT_PER_PAGE = 250;
@@ -76,6 +79,8 @@ export const reportsMethods = defineMethods([
     name: 'get_message_receipt',
     key: 'project',
     summary: 'The id and url of a message, by uid: proof that a send was received.',
+    args: obj({ uid: optional(str({ description: 'the message uid; default: the top-level uid' })) }),
+    data: Type.Object({ message: MessageRef }),
     async run({ services, caller, args, uid }) {
       return { data: await getMessageReceipt(services, projectOf(caller), targetUid({ args, uid })) };
     },
@@ -84,6 +89,8 @@ export const reportsMethods = defineMethods([
     name: 'get_message_transmissions',
     key: 'project',
     summary: "A message's delivery report: each recipient's status, times and result.",
+    args: obj({ uid: optional(str({ description: 'the message uid; default: the top-level uid' })) }),
+    data: Type.Object({ message: Type.Object({ id: Type.Integer() }), transmissions: Type.Record(Type.String(), TransmissionReport, { description: 'by recipient address (a repeated address: "address#2", ...)' }) }),
     async run({ services, caller, args, uid }) {
       return { data: await getMessageTransmissions(services, projectOf(caller), targetUid({ args, uid })) };
     },
@@ -92,18 +99,24 @@ export const reportsMethods = defineMethods([
     name: 'messages_history',
     key: 'project',
     summary: "The project's transmissions, newest first, by inclusive date range, paged.",
+    args: obj({ from: optional(str({ description: 'first day, YYYY-MM-DD (UTC), inclusive; also read at the top level' })), to: optional(str({ description: 'last day, YYYY-MM-DD (UTC), inclusive; also read at the top level' })), page: optional(int({ minimum: 1, description: 'default 1' })), per_page: optional(int({ minimum: 1, description: 'default 250, at most --max-per-page' })) }),
+    data: HistoryPageData,
     run: (call) => runHistory(call, false),
   },
   {
     name: 'messages_history_detailed',
     key: 'project',
     summary: 'messages_history with each transmission\'s result, attempt count and event times.',
+    args: obj({ from: optional(str({ description: 'first day, YYYY-MM-DD (UTC), inclusive; also read at the top level' })), to: optional(str({ description: 'last day, YYYY-MM-DD (UTC), inclusive; also read at the top level' })), page: optional(int({ minimum: 1, description: 'default 1' })), per_page: optional(int({ minimum: 1, description: 'default 250, at most --max-per-page' })) }),
+    data: HistoryPageData,
     run: (call) => runHistory(call, true),
   },
   {
     name: 'get_messages',
     key: 'project',
     summary: "The project's messages, newest first, keyed by uid, with transmission counts, paged.",
+    args: obj({ page: optional(int({ minimum: 1, description: 'default 1' })), per_page: optional(int({ minimum: 1, description: 'default 250, at most --max-per-page' })) }),
+    data: Type.Record(Type.String(), MessageListing, { description: 'by message uid' }),
     async run({ services, caller, args }) {
       return { data: await listMessages(services, projectOf(caller), readPaging(services, args)) };
     },
@@ -112,6 +125,8 @@ export const reportsMethods = defineMethods([
     name: 'get_metrics',
     key: 'project',
     summary: 'Transmission counts this hour, day, week and month against the previous ones.',
+    args: NO_ARGUMENTS,
+    data: MetricsData,
     async run({ services, caller }) {
       return { data: await getProjectMetrics(services, projectOf(caller)) };
     },
@@ -120,6 +135,8 @@ export const reportsMethods = defineMethods([
     name: 'get_suppression_list',
     key: 'project',
     summary: 'The addresses the project will not send to, keyed by address.',
+    args: obj({ page: optional(int({ minimum: 1, description: 'default 1' })), per_page: optional(int({ minimum: 1, description: 'default 250, at most --max-per-page' })) }),
+    data: Type.Record(Type.String(), SuppressionEntry, { description: 'by address' }),
     async run({ services, caller, args }) {
       const paged = args.has('page') || args.has('per_page');
       return { data: await getSuppressionList(services, projectOf(caller), paged ? readPaging(services, args) : null) };
@@ -129,6 +146,8 @@ export const reportsMethods = defineMethods([
     name: 'get_project_info',
     key: 'project',
     summary: "The project's name, url and transmission counts.",
+    args: NO_ARGUMENTS,
+    data: Type.Object({ project: UsageInfo }),
     async run({ services, caller }) {
       return { data: await getProjectInfo(services, projectOf(caller)) };
     },
@@ -137,6 +156,8 @@ export const reportsMethods = defineMethods([
     name: 'get_account_info',
     key: 'any',
     summary: "The account's name, url and transmission counts over all its projects (a project key answers for its account).",
+    args: NO_ARGUMENTS,
+    data: Type.Object({ account: UsageInfo }),
     async run({ services, caller }) {
       return { data: await getAccountInfo(services, caller.account) };
     },
@@ -145,6 +166,8 @@ export const reportsMethods = defineMethods([
     name: 'message_status',
     key: 'project',
     summary: "Legacy: how many of a message's transmissions are in each status.",
+    args: obj({ uid: optional(str({ description: 'the message uid; default: the top-level uid' })) }),
+    data: Type.Object({ message_status: Type.Record(Type.String(), Type.Integer({ minimum: 0 }), { description: 'transmissions by status' }) }),
     async run({ services, caller, args, uid }) {
       return { data: { message_status: await getMessageStatusCounts(services, projectOf(caller), targetUid({ args, uid })) } };
     },
@@ -153,6 +176,8 @@ export const reportsMethods = defineMethods([
     name: 'message_delivery_status',
     key: 'project',
     summary: 'Legacy: the status of a message as a whole (response.delivery_status) and of each recipient.',
+    args: obj({ uid: optional(str({ description: 'the message uid; default: the top-level uid' })) }),
+    data: Type.Object({ delivery_status: Type.Array(Type.Object({ unique_id: Type.String(), recipient: Type.String(), status: Type.String() })) }, { description: 'response.delivery_status holds the whole message\'s status: queued, failed or completed' }),
     async run({ services, caller, args, uid }) {
       const report = await getMessageDeliveryStatus(services, projectOf(caller), targetUid({ args, uid }));
       return { data: { delivery_status: report.recipients }, response: { delivery_status: report.overall } };
@@ -162,6 +187,8 @@ export const reportsMethods = defineMethods([
     name: 'get_recipients_list',
     key: 'project',
     summary: "Legacy: a message's recipient addresses.",
+    args: obj({ uid: optional(str({ description: 'the message uid; default: the top-level uid' })) }),
+    data: Type.Object({ recipients: Type.Array(Type.String()) }),
     async run({ services, caller, args, uid }) {
       return { data: { recipients: await getRecipientsList(services, projectOf(caller), targetUid({ args, uid })) } };
     },

@@ -1,16 +1,53 @@
-// send_message (project key): the ingest path. Parsing and checks are the operation's; this row
-// only passes the request's parts and presents data.message.{id, url}.
+// send_message (project key): the ingest path. The edge reads the wire format into a SendRequest
+// (domain/send-request.ts); the operation checks and stores it; this row presents data.message.{id, url}.
+// docs/api/send-message.md describes every argument.
+import { Type } from '@sinclair/typebox';
+import { readSendRequest } from '../../../domain/send-request.ts';
 import type { ProjectCaller } from '../../../operations/context.ts';
 import { sendMessage } from '../../../operations/send-message.ts';
+import { MessageRef } from '../data-schemas.ts';
+import { any, anyOf, bool, map, obj, optional, str, text } from '../schema.ts';
 import { defineMethods } from './types.ts';
+
+const Part = optional(text());
+const Content = anyOf(
+  [Type.String(), obj({ 'text/plain': Part, 'text/html': Part, 'text/css': Part })],
+  'a string or an object {"text/plain", "text/html", "text/css"}',
+  { description: 'the text/plain part as a string, or the parts by MIME type' },
+);
+
+export const SEND_MESSAGE_ARGS = obj({
+  recipients: optional(
+    any({
+      description:
+        'Required. An address ("a@example.com", "Ann <a@example.com>"), a comma-separated list, an array of these (nested arrays are flattened), or an object of address to that recipient\'s variables.',
+    }),
+  ),
+  headers: optional(map(any(), { description: 'header name to value (from, subject, reply-to, cc, bcc, custom X- headers); names case-insensitive' })),
+  content: optional(Content),
+  message: optional(anyOf([Type.String(), obj({ 'text/plain': Part, 'text/html': Part, 'text/css': Part })], 'a string or an object {"text/plain", "text/html", "text/css"}', { description: 'alias of content' })),
+  template: optional(str({ description: 'slug of one of the project\'s templates ("" means none)' })),
+  variables: optional(map(any(), { description: 'global variables for {{name}} in subject, From, text and HTML' })),
+  attachments: optional(
+    map(anyOf([obj({ content_type: optional(text()), content: optional(text({ description: 'base64' })) }), Type.Null()], 'an object {"content_type": ..., "content": <base64>}'), {
+      description: 'file name to {content_type, content (base64)}; a null entry is skipped',
+    }),
+  ),
+  recipient_override: optional(str({ description: 'deliver every copy to this address instead (also accepted at the top level)' })),
+  deliver: optional(bool({ description: 'default true; false validates and stores, never sends' })),
+  tracking: optional(bool({ description: 'open and click tracking for this message; absent follows the project setting' })),
+});
 
 export const sendMethods = defineMethods([
   {
     name: 'send_message',
     key: 'project',
     summary: 'Accepts a message for delivery: one transmission per recipient. Answers data.message.{id, url}.',
+    args: SEND_MESSAGE_ARGS,
+    data: Type.Object({ message: MessageRef }),
     async run({ services, caller, args, uid, body }) {
-      const message = await sendMessage(services, caller as ProjectCaller, { args, uid, recipientOverride: body.recipient_override });
+      const request = readSendRequest(args, { uid, recipientOverride: body.recipient_override });
+      const message = await sendMessage(services, caller as ProjectCaller, request);
       return { data: { message: { id: message.id, url: message.url } } };
     },
   },

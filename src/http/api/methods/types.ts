@@ -1,5 +1,9 @@
-// One row of the method table: which key may call it and what it does. Handlers read their
-// arguments with Args (domain/args.ts), call operations, and return the `data` of the envelope.
+// One row of the method table, as data: its name, which key may call it, the schema of its
+// `arguments` (checked before run, http/api/schema.ts) and of its `data` (the OpenAPI document,
+// http/openapi.ts; the tests check every answer against it). run converts the admitted arguments
+// into the operation's typed input (reading them with Args, domain/args.ts), calls the operation,
+// and returns the `data` of the envelope.
+import type { TObject, TSchema } from '@sinclair/typebox';
 import type { Args, Json, JsonObject } from '../../../domain/args.ts';
 import { ApiError } from '../../../domain/errors.ts';
 import type { Caller, KeyKind } from '../../../operations/context.ts';
@@ -28,6 +32,10 @@ export interface MethodDef {
   readonly key: KeyKind | 'any';
   /** one line for docs and get_method_list consumers */
   readonly summary: string;
+  /** the `arguments` object (other keys are ignored) */
+  readonly args: TObject;
+  /** the envelope's `data` on success */
+  readonly data: TSchema;
   run(call: MethodCall): Promise<MethodResult>;
 }
 

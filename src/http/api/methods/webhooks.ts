@@ -19,6 +19,9 @@ import {
   type WebhookView,
 } from '../../../operations/webhooks.ts';
 import { defineMethods } from './types.ts';
+import { Type } from '@sinclair/typebox';
+import { DeliveryData, WebhookData, WebhookWithSecretData } from '../data-schemas.ts';
+import { anyOf, arr, int, NO_ARGUMENTS, obj, oneOf, optional, required, str } from '../schema.ts';
 
 function presentWebhook(view: WebhookView) {
   const { webhook } = view;
@@ -88,6 +91,8 @@ export const webhooksMethods = defineMethods([
     name: 'create_webhook',
     key: 'account',
     summary: 'Adds a webhook endpoint (url, events, optional project_uid); returns its signing secret this once.',
+    args: obj({ url: required(str({ description: 'an http(s) URL' })), events: optional(anyOf([Type.Array(Type.String()), Type.String()], 'an array of event names', { description: 'event names, as an array or a comma-separated string; default: all' })), project_uid: optional(str({ description: 'only this project\'s events; default: all projects' })), uid: optional(str()) }),
+    data: Type.Object({ webhook: WebhookWithSecretData }),
     async run({ services, caller, args }) {
       const url = args.string('url', { required: true });
       const events = readEvents(args);
@@ -101,6 +106,8 @@ export const webhooksMethods = defineMethods([
     name: 'list_webhooks',
     key: 'account',
     summary: "The account's webhook endpoints (without their secrets).",
+    args: NO_ARGUMENTS,
+    data: Type.Object({ webhooks: Type.Array(WebhookData) }),
     async run({ services, caller }) {
       const views = await listWebhooks(services, caller.account);
       return { data: { webhooks: views.map(presentWebhook) } };
@@ -110,6 +117,8 @@ export const webhooksMethods = defineMethods([
     name: 'update_webhook',
     key: 'account',
     summary: 'Changes a webhook endpoint: url, events, project_uid (null: all projects), status (active | disabled).',
+    args: obj({ uid: required(str()), url: optional(str()), events: optional(anyOf([Type.Array(Type.String()), Type.String()], 'an array of event names', { description: 'event names, as an array or a comma-separated string; default: all' })), status: optional(oneOf(['active', 'disabled'] as const)), project_uid: optional(str({ description: 'null: all projects' })) }),
+    data: Type.Object({ webhook: WebhookData }),
     async run({ services, caller, args }) {
       const uid = readUid(args);
       const url = args.string('url');
@@ -124,6 +133,8 @@ export const webhooksMethods = defineMethods([
     name: 'delete_webhook',
     key: 'account',
     summary: 'Removes a webhook endpoint.',
+    args: obj({ uid: required(str()) }),
+    data: Type.Object({ webhook: WebhookData }),
     async run({ services, caller, args }) {
       const view = await deleteWebhook(services, caller.account, readUid(args));
       return { data: { webhook: presentWebhook(view) } };
@@ -133,6 +144,8 @@ export const webhooksMethods = defineMethods([
     name: 'rotate_webhook_secret',
     key: 'account',
     summary: "Replaces a webhook endpoint's signing secret; returns the new one this once.",
+    args: obj({ uid: required(str()) }),
+    data: Type.Object({ webhook: WebhookWithSecretData }),
     async run({ services, caller, args }) {
       const rotated = await rotateWebhookSecret(services, caller.account, readUid(args));
       return { data: { webhook: { ...presentWebhook(rotated), secret: rotated.secret } } };
@@ -142,6 +155,8 @@ export const webhooksMethods = defineMethods([
     name: 'list_webhook_deliveries',
     key: 'account',
     summary: 'Webhook requests and mailbox postbacks, newest first, with every attempt; filter by webhook uid, kind, status.',
+    args: obj({ webhook_uid: optional(str()), kind: optional(oneOf(['webhook', 'postback'] as const)), status: optional(oneOf(['pending', 'delivered', 'failed'] as const)), before_id: optional(int({ minimum: 1, description: 'page: ids below this one' })), per_page: optional(int({ minimum: 1, description: 'default 100' })) }),
+    data: Type.Object({ deliveries: Type.Array(DeliveryData) }),
     async run({ services, caller, args }) {
       const webhookUid = args.string('webhook_uid');
       const kind = args.oneOf('kind', ['webhook', 'postback'] as const);
@@ -156,6 +171,8 @@ export const webhooksMethods = defineMethods([
     name: 'retry_webhook_deliveries',
     key: 'account',
     summary: 'Puts failed deliveries (ids from list_webhook_deliveries) back in the queue for another day of retries.',
+    args: obj({ ids: required(arr(Type.Union([Type.Integer(), Type.String()]), { description: 'delivery ids (at most 1000)' })) }),
+    data: Type.Object({ requeued: Type.Integer({ minimum: 0 }) }),
     async run({ services, caller, args }) {
       const raw = args.array('ids', { required: true });
       if (raw.length > 1000) throw args.invalid('ids', 'may hold at most 1000 ids');

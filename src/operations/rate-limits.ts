@@ -1,0 +1,91 @@
+// Per-API-key rate limits (docs/api/README.md, "Rate limits"; docs/configuration.md,
+// --rate-limit-per-key): a token bucket per key, in this process's memory. Off by default. Every
+// edge that acts for a key (the API, SMTP submission) takes one token per request, so a key has
+// one budget whichever door it uses. With several API processes, each keeps its own buckets: the
+// limit is per process.
+import type { Services } from '../services.ts';
+
+export interface RateLimit {
+  /** requests allowed per window */
+  readonly requests: number;
+  readonly windowMs: number;
+}
+
+const UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/**
+ * "N/window": N requests per window, the window a number with a unit (ms, s, m, h) or a bare unit
+ * ("600/1m", "10/s"). Returns null for "", "off" and "0"; throws an Error naming the form otherwise.
+ */
+export function parseRateLimit(text: string | null | undefined): RateLimit | null {
+  if (text === null || text === undefined) return null;
+  const spec = text.trim().toLowerCase();
+  if (spec === '' || spec === 'off' || spec === '0') return null;
+  const match = /^(\d+)\s*\/\s*(\d+)?\s*(ms|s|m|h)$/.exec(spec);
+  if (!match) throw new Error(`--rate-limit-per-key must be "N/window" such as "600/1m" or "10/s", or "off"; got "${text}"`);
+  const requests = Number(match[1]);
+  const windowMs = Number(match[2] ?? '1') * UNITS_MS[match[3]];
+  if (!Number.isSafeInteger(requests) || requests < 1 || windowMs < 1 || !Number.isSafeInteger(windowMs)) {
+    throw new Error(`--rate-limit-per-key must allow at least 1 request per window of at least 1 ms; got "${text}"`);
+  }
+  return { requests, windowMs };
+}
+
+export type TokenTaken = { ok: true } | { ok: false; retryAfterMs: number };
+
+interface Bucket {
+  tokens: number;
+  refilledAtMs: number;
+}
+
+interface Limiter {
+  readonly limit: RateLimit | null;
+  readonly buckets: Map<string, Bucket>;
+}
+
+/** One limiter per composition (per Services), made on first use from its config. */
+const LIMITERS = new WeakMap<Services, Limiter>();
+/** Buckets of keys idle this long are full again and can be forgotten. */
+const SWEEP_EVERY = 10_000;
+
+function limiterOf(services: Services): Limiter {
+  let limiter = LIMITERS.get(services);
+  if (!limiter) {
+    limiter = { limit: parseRateLimit(services.config.rateLimitPerKey), buckets: new Map() };
+    LIMITERS.set(services, limiter);
+  }
+  return limiter;
+}
+
+/**
+ * Takes one request's token from the bucket of `keyId` (any stable name of the API key, such as
+ * "project:12"). Answers ok, or how long until a token is back. Always ok when limits are off.
+ */
+export function takeKeyToken(services: Services, keyId: string): TokenTaken {
+  const limiter = limiterOf(services);
+  const limit = limiter.limit;
+  if (limit === null) return { ok: true };
+  const now = services.clock.now();
+  const ratePerMs = limit.requests / limit.windowMs;
+  let bucket = limiter.buckets.get(keyId);
+  if (!bucket) {
+    if (limiter.buckets.size >= SWEEP_EVERY) sweep(limiter, now, ratePerMs);
+    bucket = { tokens: limit.requests, refilledAtMs: now };
+    limiter.buckets.set(keyId, bucket);
+  } else {
+    bucket.tokens = Math.min(limit.requests, bucket.tokens + Math.max(0, now - bucket.refilledAtMs) * ratePerMs);
+    bucket.refilledAtMs = now;
+  }
+  if (bucket.tokens >= 1) {
+    bucket.tokens -= 1;
+    return { ok: true };
+  }
+  return { ok: false, retryAfterMs: Math.ceil((1 - bucket.tokens) / ratePerMs) };
+}
+
+function sweep(limiter: Limiter, now: number, ratePerMs: number): void {
+  const limit = limiter.limit!;
+  for (const [key, bucket] of limiter.buckets) {
+    if (bucket.tokens + (now - bucket.refilledAtMs) * ratePerMs >= limit.requests) limiter.buckets.delete(key);
+  }
+}
