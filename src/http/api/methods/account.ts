@@ -44,6 +44,17 @@ import {
 } from '../../../operations/templates.ts';
 import type { Account, Mailbox, Project, Template } from '../../../operations/context.ts';
 import { defineMethods, type MethodCall } from './types.ts';
+import { Type } from '@sinclair/typebox';
+import {
+  AccountData,
+  MailboxData,
+  MailboxWithSecretData,
+  ProjectData,
+  ProjectWithKeyData,
+  TemplateData,
+  TemplateSummaryData,
+} from '../data-schemas.ts';
+import { any, bool, int, map, NO_ARGUMENTS, obj, optional, required, str } from '../schema.ts';
 
 // ---- presenting ----
 
@@ -183,6 +194,8 @@ export const accountMethods = defineMethods([
     name: 'update_account',
     key: 'account',
     summary: 'Changes the account name and merges keys into its settings object (null removes a key).',
+    args: obj({ name: optional(str({ maxLength: 200 })), settings: optional(map(any(), { description: 'keys merged into the settings; null removes a key' })) }),
+    data: Type.Object({ account: AccountData }),
     async run({ services, caller, args }) {
       const name = readName(args, 'name', MAX_ACCOUNT_NAME, false);
       const settings = args.object('settings');
@@ -196,6 +209,8 @@ export const accountMethods = defineMethods([
     name: 'create_project',
     key: 'account',
     summary: "Creates a project with its API key (returned this once) and the two sample templates.",
+    args: obj({ name: required(str({ maxLength: 200 })), uid: optional(str({ description: 'default: generated' })), }),
+    data: Type.Object({ project: ProjectWithKeyData }),
     async run({ services, caller, args }) {
       const name = readName(args, 'name', MAX_PROJECT_NAME, true)!;
       const uid = readUid(args, MAX_PROJECT_UID);
@@ -208,6 +223,8 @@ export const accountMethods = defineMethods([
     name: 'list_projects',
     key: 'account',
     summary: "The account's projects, oldest first (keys are shown by prefix only).",
+    args: NO_ARGUMENTS,
+    data: Type.Object({ projects: Type.Array(ProjectData) }),
     async run({ services, caller }) {
       const views = await listProjects(services, caller.account);
       return { data: { projects: views.map((v) => presentProject(services, v)) } };
@@ -217,6 +234,8 @@ export const accountMethods = defineMethods([
     name: 'get_project',
     key: 'account',
     summary: 'One project of the account, by uid.',
+    args: obj({ uid: required(str({ description: 'the uid' })) }),
+    data: Type.Object({ project: ProjectData }),
     async run({ services, caller, args }) {
       const view = await getProject(services, caller.account, args.string('uid', { required: true }));
       return { data: { project: presentProject(services, view) } };
@@ -226,6 +245,8 @@ export const accountMethods = defineMethods([
     name: 'update_project',
     key: 'account',
     summary: 'Changes a project name and merges its settings (tracking: opt-in open and click tracking).',
+    args: obj({ uid: required(str()), name: optional(str({ maxLength: 200 })), settings: optional(obj({ tracking: optional(bool()) }, { description: 'known keys only: tracking' })) }),
+    data: Type.Object({ project: ProjectData }),
     async run({ services, caller, args }) {
       const uid = args.string('uid', { required: true });
       const name = readName(args, 'name', MAX_PROJECT_NAME, false);
@@ -238,6 +259,8 @@ export const accountMethods = defineMethods([
     name: 'disable_project',
     key: 'account',
     summary: "Disables a project: its key answers 423 locked until enable_project.",
+    args: obj({ uid: required(str({ description: 'the uid' })) }),
+    data: Type.Object({ project: ProjectData }),
     async run({ services, caller, args }) {
       const view = await setProjectStatus(services, caller.account, args.string('uid', { required: true }), 'disabled');
       return { data: { project: presentProject(services, view) } };
@@ -247,6 +270,8 @@ export const accountMethods = defineMethods([
     name: 'enable_project',
     key: 'account',
     summary: 'Enables a disabled project again.',
+    args: obj({ uid: required(str({ description: 'the uid' })) }),
+    data: Type.Object({ project: ProjectData }),
     async run({ services, caller, args }) {
       const view = await setProjectStatus(services, caller.account, args.string('uid', { required: true }), 'active');
       return { data: { project: presentProject(services, view) } };
@@ -256,6 +281,8 @@ export const accountMethods = defineMethods([
     name: 'rotate_project_key',
     key: 'account',
     summary: "Replaces a project's API key: the new key is returned this once, the old one answers 401 at once.",
+    args: obj({ uid: required(str({ description: 'the uid' })) }),
+    data: Type.Object({ project: ProjectWithKeyData }),
     async run({ services, caller, args }) {
       const { project, apiKey } = await rotateProjectKey(services, caller.account, args.string('uid', { required: true }));
       const view = { project, keyPrefix: keyPrefix(apiKey) };
@@ -268,6 +295,8 @@ export const accountMethods = defineMethods([
     name: 'create_mailbox',
     key: 'account',
     summary: 'Adds an inbound IMAP mailbox whose new mail is posted to postback_url; returns the postback secret this once.',
+    args: obj({ host: required(str()), username: required(str()), password: required(str()), postback_url: required(str({ description: 'an http(s) URL' })), uid: optional(str()), label: optional(str()), port: optional(int({ minimum: 1, maximum: 65535, description: 'default 993' })), tls: optional(bool({ description: 'default true' })) }),
+    data: Type.Object({ mailbox: MailboxWithSecretData }),
     async run({ services, caller, args }) {
       // Missing required arguments (400) are reported before malformed ones (406).
       const host = args.string('host', { required: true });
@@ -292,6 +321,8 @@ export const accountMethods = defineMethods([
     name: 'list_mailboxes',
     key: 'account',
     summary: "The account's mailboxes with their polling state (status, last_error, checked_at).",
+    args: NO_ARGUMENTS,
+    data: Type.Object({ mailboxes: Type.Array(MailboxData) }),
     async run({ services, caller }) {
       const mailboxes = await listMailboxes(services, caller.account);
       return { data: { mailboxes: mailboxes.map(presentMailbox) } };
@@ -301,6 +332,8 @@ export const accountMethods = defineMethods([
     name: 'get_mailbox',
     key: 'account',
     summary: 'One mailbox of the account, by uid.',
+    args: obj({ uid: required(str({ description: 'the uid' })) }),
+    data: Type.Object({ mailbox: MailboxData }),
     async run({ services, caller, args }) {
       const mailbox = await getMailbox(services, caller.account, args.string('uid', { required: true }));
       return { data: { mailbox: presentMailbox(mailbox) } };
@@ -310,6 +343,8 @@ export const accountMethods = defineMethods([
     name: 'update_mailbox',
     key: 'account',
     summary: "Changes a mailbox's settings; a new connection setting clears its error state and checks it at once.",
+    args: obj({ uid: required(str()), host: optional(str()), username: optional(str()), password: optional(str()), postback_url: optional(str()), label: optional(str()), port: optional(int({ minimum: 1, maximum: 65535, description: 'default 993' })), tls: optional(bool({ description: 'default true' })) }),
+    data: Type.Object({ mailbox: MailboxData }),
     async run({ services, caller, args }) {
       const uid = args.string('uid', { required: true });
       const mailbox = await updateMailbox(services, caller.account, uid, readMailboxChanges(args));
@@ -320,6 +355,8 @@ export const accountMethods = defineMethods([
     name: 'rotate_mailbox_secret',
     key: 'account',
     summary: "Replaces a mailbox's postback secret; the new secret is returned this once.",
+    args: obj({ uid: required(str({ description: 'the uid' })) }),
+    data: Type.Object({ mailbox: MailboxWithSecretData }),
     async run({ services, caller, args }) {
       const { mailbox, postbackSecret } = await rotateMailboxSecret(services, caller.account, args.string('uid', { required: true }));
       return { data: { mailbox: { ...presentMailbox(mailbox), postback_secret: postbackSecret } } };
@@ -329,6 +366,8 @@ export const accountMethods = defineMethods([
     name: 'delete_mailbox',
     key: 'account',
     summary: 'Deletes a mailbox; it is not polled any more.',
+    args: obj({ uid: required(str({ description: 'the uid' })) }),
+    data: Type.Object({ mailbox: Type.Object({ uid: Type.String(), deleted: Type.Literal(true) }) }),
     async run({ services, caller, args }) {
       const mailbox = await deleteMailbox(services, caller.account, args.string('uid', { required: true }));
       return { data: { mailbox: { uid: mailbox.uid, deleted: true } } };
@@ -340,6 +379,8 @@ export const accountMethods = defineMethods([
     name: 'create_template',
     key: 'any',
     summary: 'Creates a template of a project (an account key names project_uid).',
+    args: obj({ project_uid: optional(str({ description: 'required with an account key: the project the template belongs to' })), slug: required(str()), name: optional(str()), subject: optional(str()), from: optional(str()), text: optional(str()), html: optional(str()), css: optional(str()), parent: optional(str({ description: 'slug of the layout template it is rendered into' })) }),
+    data: Type.Object({ template: TemplateData }),
     async run(call) {
       const target = readTemplateTarget(call);
       const slug = call.args.string('slug', { required: true });
@@ -351,6 +392,8 @@ export const accountMethods = defineMethods([
     name: 'update_template',
     key: 'any',
     summary: 'Changes the given fields of a template ("" clears a field); queued mail is not affected.',
+    args: obj({ project_uid: optional(str({ description: 'required with an account key: the project the template belongs to' })), slug: required(str()), name: optional(str()), subject: optional(str()), from: optional(str()), text: optional(str()), html: optional(str()), css: optional(str()), parent: optional(str({ description: 'slug of the layout template it is rendered into' })) }),
+    data: Type.Object({ template: TemplateData }),
     async run(call) {
       const target = readTemplateTarget(call);
       const slug = call.args.string('slug', { required: true });
@@ -362,6 +405,8 @@ export const accountMethods = defineMethods([
     name: 'get_template',
     key: 'any',
     summary: 'One template with its text, HTML and CSS.',
+    args: obj({ project_uid: optional(str({ description: 'required with an account key: the project the template belongs to' })), slug: required(str()) }),
+    data: Type.Object({ template: TemplateData }),
     async run(call) {
       const target = readTemplateTarget(call);
       const { project, template } = await getTemplate(call.services, target, call.args.string('slug', { required: true }));
@@ -372,6 +417,8 @@ export const accountMethods = defineMethods([
     name: 'list_templates',
     key: 'any',
     summary: "A project's templates by slug, without their bodies.",
+    args: obj({ project_uid: optional(str({ description: 'required with an account key: the project the template belongs to' })) }),
+    data: Type.Object({ templates: Type.Array(TemplateSummaryData) }),
     async run(call) {
       const { project, templates } = await listTemplates(call.services, readTemplateTarget(call));
       return { data: { templates: templates.map((t) => presentTemplateSummary(project, t)) } };
@@ -381,6 +428,8 @@ export const accountMethods = defineMethods([
     name: 'delete_template',
     key: 'any',
     summary: 'Deletes a template; refused (412) while another template uses it as its parent layout.',
+    args: obj({ project_uid: optional(str({ description: 'required with an account key: the project the template belongs to' })), slug: required(str()) }),
+    data: Type.Object({ template: Type.Object({ project_uid: Type.String(), slug: Type.String(), deleted: Type.Literal(true) }) }),
     async run(call) {
       const target = readTemplateTarget(call);
       const { project, template } = await deleteTemplate(call.services, target, call.args.string('slug', { required: true }));
