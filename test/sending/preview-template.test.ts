@@ -1,0 +1,72 @@
+// preview_template against the real server, with both key kinds: a stored template and its layouts
+// (or inline content) rendered with sample variables as delivery would, HTML escaped in the HTML
+// part only, and the variables that had no value named (docs/api/preview-template.md).
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startTestApp, type ApiReply, type Seed, type TestApp } from '../helpers/app.ts';
+
+describe('preview_template', () => {
+  let t: TestApp;
+  let seed: Seed;
+  before(async () => {
+    t = await startTestApp();
+    seed = await t.seed('preview');
+  });
+  after(() => t.close());
+
+  const asProject = (args: Record<string, unknown>): Promise<ApiReply> => t.call('preview_template', { api_key: seed.projectKey, arguments: args });
+  const asAccount = (args: Record<string, unknown>): Promise<ApiReply> =>
+    t.call('preview_template', { api_key: seed.accountKey, arguments: { project_uid: seed.projectUid, ...args } });
+
+  it('renders a stored template inside its layout, with either key kind', async () => {
+    const created = await t.call('create_template', {
+      api_key: seed.projectKey,
+      arguments: {
+        slug: 'order',
+        subject: 'Order {{number}} for {{name}}',
+        from: 'Shop <shop@example.com>',
+        text: 'Hi {{name}},{{#each items}}\n- {{title}} x{{qty}}{{/each}}{{#if coupon}}\nCoupon: {{coupon}}{{/if}}',
+        html: '<p>Hi {{name}}</p><ul>{{#each items}}<li>{{title}}</li>{{/each}}</ul>{{{footer}}}',
+        parent: 'sample_parent_layout',
+      },
+    });
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    const variables = { name: 'Ann <ann>', number: 7, items: [{ title: 'Pen & Ink', qty: 2 }, { title: 'Pad', qty: 1 }], footer: '<hr>' };
+    for (const call of [asProject, asAccount]) {
+      const r = await call({ template: 'order', variables });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      const p = r.body.data.preview;
+      assert.equal(p.subject, 'Order 7 for Ann <ann>');
+      assert.equal(p.from, 'Shop <shop@example.com>');
+      assert.match(p.text, /^[\s\S]*Hi Ann <ann>,\n- Pen & Ink x2\n- Pad x1[\s\S]*$/);
+      assert.doesNotMatch(p.text, /Coupon/);
+      assert.match(p.html, /<p>Hi Ann &lt;ann&gt;<\/p><ul><li>Pen &amp; Ink<\/li><li>Pad<\/li><\/ul><hr>/);
+      // The layout wraps the template (sample_parent_layout has a {{*}} in its HTML).
+      assert.ok(p.html.length > '<p>Hi Ann &lt;ann&gt;</p>'.length + 40);
+      assert.deepEqual(p.errors, {});
+    }
+  });
+
+  it('names the variables substituted without a value; a condition is not one', async () => {
+    const r = await asProject({ content: { 'text/plain': 'Hi {{name}} {{#if vip}}VIP{{/if}}', 'text/html': '<b>{{greeting}}</b>' }, subject: 'For {{name}}' });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.body.data.preview.missing.sort(), ['greeting', 'name']);
+    assert.equal(r.body.data.preview.text, 'Hi  ');
+  });
+
+  it('reports template syntax errors per part instead of rendering', async () => {
+    const r = await asProject({ content: { 'text/plain': 'ok {{name}}', 'text/html': '{{#if x}}never closed' } });
+    assert.equal(r.status, 200);
+    assert.equal(r.body.data.preview.html, null);
+    assert.match(r.body.data.preview.errors.html, /Parse error|Expecting/);
+  });
+
+  it('refuses a call with nothing to preview (400), an unknown template (404), an account key without project_uid (400)', async () => {
+    assert.equal((await asProject({})).status, 400);
+    const unknown = await asProject({ template: 'nope' });
+    assert.equal(unknown.status, 404, JSON.stringify(unknown.body));
+    const noProject = await t.call('preview_template', { api_key: seed.accountKey, arguments: { template: 'order' } });
+    assert.equal(noProject.status, 400);
+    assert.match(noProject.body.response.message, /project_uid/);
+  });
+});
