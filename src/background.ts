@@ -5,6 +5,8 @@ import { createDeliveryService } from './delivery/index.ts';
 import { createBounceListener, createSubmissionListener } from './smtp/index.ts';
 import { createWebhookDispatcher } from './webhooks/index.ts';
 import { createMailboxWatcher } from './ingress/index.ts';
+import { createOperationsService } from './http/ops/listener.ts';
+import { createPurgeJob } from './workers/purge-expired.ts';
 
 export interface BackgroundService {
   readonly name: string;
@@ -26,4 +28,7 @@ export const BACKGROUND_FACTORIES: readonly BackgroundFactory[] = [
   createSubmissionListener,
   createWebhookDispatcher,
   createMailboxWatcher,
+  createPurgeJob,
+  // Last: marks the loops above as running for /readyz (docs/operations.md).
+  createOperationsService,
 ];

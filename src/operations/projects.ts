@@ -29,10 +29,17 @@ export interface ProjectSettings {
   sandbox: boolean;
   /** the From of a message that names none in its headers or template (docs/api/send-message.md) */
   default_from: string | null;
+  /**
+   * days this project's messages and their history are kept (operations/retention.ts); absent:
+   * the server's --retention-days. 0 keeps them forever.
+   */
+  retention_days?: number;
 }
 
 export const DEFAULT_PROJECT_SETTINGS: Readonly<ProjectSettings> = Object.freeze({ tracking: false, sandbox: false, default_from: null });
-export const PROJECT_SETTING_KEYS = Object.keys(DEFAULT_PROJECT_SETTINGS) as (keyof ProjectSettings)[];
+/** Longest retention a project may set, in days (ten years). */
+export const MAX_RETENTION_DAYS = 3650;
+export const PROJECT_SETTING_KEYS = [...Object.keys(DEFAULT_PROJECT_SETTINGS), 'retention_days'] as (keyof ProjectSettings)[];
 
 /** The project's settings, defaults filled in. A row written before a setting existed reads its default. */
 export function readProjectSettings(project: Pick<Project, 'settings'>): ProjectSettings {
@@ -46,6 +53,7 @@ export function readProjectSettings(project: Pick<Project, 'settings'>): Project
   if (typeof stored === 'object' && stored !== null) {
     const s = stored as Record<string, unknown>;
     if (typeof s.tracking === 'boolean') out.tracking = s.tracking;
+    if (Number.isInteger(s.retention_days) && (s.retention_days as number) >= 0) out.retention_days = s.retention_days as number;
     if (typeof s.sandbox === 'boolean') out.sandbox = s.sandbox;
     if (typeof s.default_from === 'string' && s.default_from !== '') out.default_from = s.default_from;
   }

@@ -1,16 +1,11 @@
 // get_messages: the project's messages, newest first, keyed by uid, each with its transmission
 // tallies and the day it falls out of the retention window.
-import { DAY_MS, formatIsoTime } from '../../domain/time.ts';
+import { formatIsoTime } from '../../domain/time.ts';
+import { willPurgeAt } from '../retention.ts';
 import { listMessagesPage, tallyTransmissionsByMessage } from '../../storage/reports.ts';
 import type { Project } from '../../storage/schema.ts';
 import type { Services } from '../../services.ts';
 
-/**
- * How long a message is kept, as reported in will_purge_at (created_at + 90 days). Posthorn does
- * not purge yet: the figure is the retention a purge job will honour, so clients that schedule
- * around it get a stable, documented value.
- */
-export const MESSAGE_RETENTION_DAYS = 90;
 
 export interface MessageListing {
   project_id: number;
@@ -40,7 +35,8 @@ export async function listMessages(
       transmissions_failed: tally?.failed ?? 0,
       transmissions_completed: tally?.completed ?? 0,
       created_at: formatIsoTime(m.created_at),
-      will_purge_at: formatIsoTime(m.created_at + MESSAGE_RETENTION_DAYS * DAY_MS),
+      // The purge's own rule (operations/retention.ts): null when the project keeps everything.
+      will_purge_at: formatIsoTime(willPurgeAt(services, project, m.created_at)),
     };
   }
   return out;

@@ -21,6 +21,7 @@ import {
 import {
   MAX_PROJECT_NAME,
   MAX_PROJECT_UID,
+  MAX_RETENTION_DAYS,
   PROJECT_SETTING_KEYS,
   createProject,
   getProject,
@@ -146,6 +147,7 @@ function readProjectSettingsArg(args: Args): Partial<ProjectSettings> | undefine
     }
   }
   if (settings.has('tracking')) out.tracking = settings.bool('tracking', false);
+  if (settings.has('retention_days')) out.retention_days = settings.int('retention_days', { min: 0, max: MAX_RETENTION_DAYS, required: true });
   return out;
 }
 

@@ -1,0 +1,69 @@
+// Gauges read from the database at scrape time: the delivery queue, the outbound queue, mailbox
+// sessions and the connection pool. One load serves every gauge of a scrape and is reused for
+// CACHE_MS, so several Prometheus servers (or a dashboard refreshing) cost one set of queries
+// every few seconds whatever the scrape rate; a failed load leaves the gauges at their last values
+// and sets posthorn_database_up to 0 instead of failing the scrape.
+import client from 'prom-client';
+import type { Services } from '../services.ts';
+import { readMailboxStats, readOutboundQueueStats, readTransmissionQueueStats } from '../storage/ops-stats.ts';
+import type { PosthornMetrics } from './metrics.ts';
+
+/** How long one load of the database figures serves scrapes. */
+export const CACHE_MS = 5000;
+
+/** What a dialect may tell about its pool (PostgreSQL); absent where there is one connection. */
+interface PoolStats {
+  total: number;
+  idle: number;
+  waiting: number;
+}
+
+export function addDatabaseGauges(metrics: PosthornMetrics, services: Services): void {
+  const registers = [metrics.registry];
+  let loaded: { at: number; done: Promise<void> } | null = null;
+
+  const transmissions = new client.Gauge({ name: 'posthorn_transmissions', help: 'Live transmissions (the delivery queue) by status: queued, retry; leased: held by a worker now.', labelNames: ['state'] as const, registers });
+  const due = new client.Gauge({ name: 'posthorn_transmissions_due', help: 'Transmissions that may be claimed now.', registers });
+  const oldestDue = new client.Gauge({ name: 'posthorn_transmissions_oldest_due_age_seconds', help: 'How long the longest-waiting due transmission has been due (0 when none is).', registers });
+  const outbound = new client.Gauge({ name: 'posthorn_outbound_requests_pending', help: 'Webhook and postback requests not yet delivered nor given up.', registers });
+  const outboundDue = new client.Gauge({ name: 'posthorn_outbound_requests_due', help: 'Pending webhook and postback requests whose due time has come.', registers });
+  const outboundAge = new client.Gauge({ name: 'posthorn_outbound_requests_oldest_pending_age_seconds', help: 'Age of the oldest pending webhook or postback request (0 when none is).', registers });
+  const mailboxes = new client.Gauge({ name: 'posthorn_mailboxes', help: 'Watched IMAP mailboxes by status (active, auth_failed, error).', labelNames: ['status'] as const, registers });
+  const sessions = new client.Gauge({ name: 'posthorn_mailbox_sessions', help: 'Mailboxes a watcher holds a session on now.', registers });
+  const up = new client.Gauge({ name: 'posthorn_database_up', help: '1 when the last load of the database gauges succeeded, else 0.', registers });
+  const pool = new client.Gauge({ name: 'posthorn_db_pool_connections', help: 'Connections of this process\'s database pool by state (total, idle, waiting clients); PostgreSQL only.', labelNames: ['state'] as const, registers });
+
+  const load = async (): Promise<void> => {
+    const db = services.store.db;
+    const now = services.clock.now();
+    try {
+      const [t, o, m] = await Promise.all([readTransmissionQueueStats(db, now), readOutboundQueueStats(db, now), readMailboxStats(db, now)]);
+      for (const [status, n] of Object.entries(t.byStatus)) transmissions.set({ state: status }, n);
+      transmissions.set({ state: 'leased' }, t.leased);
+      due.set(t.due);
+      oldestDue.set(t.oldestDueAt === null ? 0 : Math.max(0, (now - t.oldestDueAt) / 1000));
+      outbound.set(o.pending);
+      outboundDue.set(o.due);
+      outboundAge.set(o.oldestPendingAt === null ? 0 : Math.max(0, (now - o.oldestPendingAt) / 1000));
+      for (const [status, n] of Object.entries(m.byStatus)) mailboxes.set({ status }, n);
+      sessions.set(m.inSession);
+      up.set(1);
+    } catch (error) {
+      up.set(0);
+      services.log.warn({ err: error }, 'reading the database gauges failed');
+    }
+    const stats = (services.store.dialect as { poolStats?: () => PoolStats }).poolStats?.();
+    if (stats) for (const state of ['total', 'idle', 'waiting'] as const) pool.set({ state }, stats[state]);
+  };
+
+  // Registered as the collect() of one gauge: prom-client awaits every collect before rendering,
+  // and the others read what this load set.
+  const refresh = async (): Promise<void> => {
+    const now = Date.now();
+    if (!loaded || now - loaded.at >= CACHE_MS) loaded = { at: now, done: load() };
+    await loaded.done;
+  };
+  for (const gauge of [transmissions, due, oldestDue, outbound, outboundDue, outboundAge, mailboxes, sessions, up, pool]) {
+    (gauge as unknown as { collect: () => Promise<void> }).collect = refresh;
+  }
+}

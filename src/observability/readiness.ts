@@ -1,0 +1,81 @@
+// What /readyz answers (docs/operations.md, "Health"): the database answers within
+// PING_TIMEOUT_MS, every migration of this build is applied, and the background loops of the
+// process's role are running. /healthz only says the process is alive.
+//
+// The loops' state is set by the operations service (http/ops/listener.ts), which is the last of
+// the background services to start and the first to stop: when it starts every loop before it has
+// started, and from the moment shutdown begins /readyz says so, so a load balancer drains the
+// process before its loops stop. A process started without background loops (role api, or tests of
+// the API alone) has no loop to wait for.
+import type { Services } from '../services.ts';
+import { listPendingMigrations, pingDatabase } from '../storage/ops-stats.ts';
+import type { Store } from '../storage/store.ts';
+
+/** A database that takes longer than this to answer a trivial query is not ready. */
+export const PING_TIMEOUT_MS = 2000;
+
+export type LoopState = 'starting' | 'running' | 'stopping';
+
+const loopStates = new WeakMap<Store, LoopState>();
+/** Stores found fully migrated: migrations are never un-applied, so it is checked until true. */
+const migrated = new WeakSet<Store>();
+
+export function setLoopState(services: Services, state: LoopState): void {
+  loopStates.set(services.store, state);
+}
+
+export interface Readiness {
+  ready: boolean;
+  checks: {
+    database: string;
+    migrations: string;
+    loops: string;
+  };
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** One short line about a failure: no stack, no connection string. */
+function describe(error: unknown): string {
+  const e = error as { code?: unknown; message?: unknown };
+  const text = typeof e?.message === 'string' ? e.message : String(error);
+  return `${typeof e?.code === 'string' ? `${e.code}: ` : ''}${text}`.replace(/\w+:\/\/\S+/g, '<url>').slice(0, 200);
+}
+
+export async function checkReadiness(services: Services): Promise<Readiness> {
+  const { store } = services;
+  const checks: Readiness['checks'] = { database: 'ok', migrations: 'ok', loops: 'none' };
+  let ready = true;
+  try {
+    await withTimeout(pingDatabase(store.db), PING_TIMEOUT_MS, 'the database');
+  } catch (error) {
+    checks.database = `unavailable: ${describe(error)}`;
+    checks.migrations = 'unknown';
+    ready = false;
+  }
+  if (ready && !migrated.has(store)) {
+    try {
+      const pending = await withTimeout(listPendingMigrations(store.db), PING_TIMEOUT_MS, 'the database');
+      if (pending.length === 0) migrated.add(store);
+      else {
+        checks.migrations = `pending: ${pending.join(', ')}`;
+        ready = false;
+      }
+    } catch (error) {
+      checks.migrations = `unknown: ${describe(error)}`;
+      ready = false;
+    }
+  }
+  const loops = loopStates.get(store);
+  if (loops !== undefined) {
+    checks.loops = loops;
+    if (loops !== 'running') ready = false;
+  }
+  return { ready, checks };
+}

@@ -1,0 +1,110 @@
+// The figures the operations gauges read at scrape time (observability/database-gauges.ts). Each
+// query walks a partial index that holds only live rows (transmissions_due, outbound_requests_due)
+// or a small table (mailboxes), so its cost follows the queue, never the history.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { sql } from 'kysely';
+import type { Tx } from './store.ts';
+
+export interface TransmissionQueueStats {
+  /** live rows by status (queued, retry) */
+  byStatus: Record<string, number>;
+  /** held by a worker's lease now */
+  leased: number;
+  /** may be claimed now */
+  due: number;
+  /** the earliest next_attempt_at among due rows, null when none is due */
+  oldestDueAt: number | null;
+}
+
+export async function readTransmissionQueueStats(db: Tx, now: number): Promise<TransmissionQueueStats> {
+  // The status test is a literal so the planner matches the partial index transmissions_due.
+  const rows = await db
+    .selectFrom('transmissions')
+    .select((eb) => [
+      'status',
+      eb.fn.countAll<number>().as('total'),
+      sql<number>`sum(case when locked_until > ${now} then 1 else 0 end)`.as('leased'),
+      sql<number>`sum(case when next_attempt_at <= ${now} then 1 else 0 end)`.as('due'),
+      sql<number | null>`min(case when next_attempt_at <= ${now} then next_attempt_at end)`.as('oldest_due_at'),
+    ])
+    .where(sql<boolean>`status in ('queued', 'retry')`)
+    .groupBy('status')
+    .execute();
+  const out: TransmissionQueueStats = { byStatus: { queued: 0, retry: 0 }, leased: 0, due: 0, oldestDueAt: null };
+  for (const r of rows) {
+    out.byStatus[r.status] = Number(r.total);
+    out.leased += Number(r.leased ?? 0);
+    out.due += Number(r.due ?? 0);
+    if (r.oldest_due_at !== null && r.oldest_due_at !== undefined) {
+      const at = Number(r.oldest_due_at);
+      out.oldestDueAt = out.oldestDueAt === null ? at : Math.min(out.oldestDueAt, at);
+    }
+  }
+  return out;
+}
+
+export interface OutboundQueueStats {
+  pending: number;
+  /** pending requests whose due time has come */
+  due: number;
+  /** created_at of the oldest pending request */
+  oldestPendingAt: number | null;
+}
+
+export async function readOutboundQueueStats(db: Tx, now: number): Promise<OutboundQueueStats> {
+  const row = await db
+    .selectFrom('outbound_requests')
+    .select((eb) => [
+      eb.fn.countAll<number>().as('pending'),
+      sql<number>`sum(case when next_attempt_at <= ${now} then 1 else 0 end)`.as('due'),
+      eb.fn.min('created_at').as('oldest'),
+    ])
+    .where('state', '=', 'pending')
+    .executeTakeFirst();
+  return {
+    pending: Number(row?.pending ?? 0),
+    due: Number(row?.due ?? 0),
+    oldestPendingAt: row?.oldest === null || row?.oldest === undefined ? null : Number(row.oldest),
+  };
+}
+
+export interface MailboxStats {
+  /** mailboxes by status (active, auth_failed, error) */
+  byStatus: Record<string, number>;
+  /** mailboxes a watcher holds a session on now (leased) */
+  inSession: number;
+}
+
+export async function readMailboxStats(db: Tx, now: number): Promise<MailboxStats> {
+  const rows = await db
+    .selectFrom('mailboxes')
+    .select((eb) => ['status', eb.fn.countAll<number>().as('total'), sql<number>`sum(case when locked_until > ${now} then 1 else 0 end)`.as('held')])
+    .groupBy('status')
+    .execute();
+  const out: MailboxStats = { byStatus: { active: 0, auth_failed: 0, error: 0 }, inSession: 0 };
+  for (const r of rows) {
+    out.byStatus[r.status] = Number(r.total);
+    out.inSession += Number(r.held ?? 0);
+  }
+  return out;
+}
+
+/** Answers when the database does: the cheapest round trip. */
+export async function pingDatabase(db: Tx): Promise<void> {
+  await sql`select 1`.execute(db);
+}
+
+const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
+
+/**
+ * Migrations present in this build but not applied to the database (names without .ts). Reads the
+ * migrator's own table (storage/migrate.ts names it posthorn_migrations).
+ */
+export async function listPendingMigrations(db: Tx): Promise<string[]> {
+  const files = fs.readdirSync(MIGRATIONS_DIR).filter((f) => /^\d{3}-.*\.ts$/.test(f)).map((f) => f.replace(/\.ts$/, ''));
+  const { rows } = await sql<{ name: string }>`select name from posthorn_migrations`.execute(db);
+  const applied = new Set(rows.map((r) => r.name));
+  return files.filter((f) => !applied.has(f)).sort();
+}
