@@ -306,7 +306,8 @@ export function parseArgv(argv: readonly string[]): { positional: string[]; flag
   return { positional, flags };
 }
 
-function convert(spec: OptionSpec, raw: string[]): unknown {
+/** @param label how the message names the option: --flag, or --flag (VARIABLE) when it came from the environment */
+function convert(spec: OptionSpec, raw: string[], label = `--${spec.flag}`): unknown {
   const last = raw[raw.length - 1];
   switch (spec.kind) {
     case 'string':
@@ -316,14 +317,14 @@ function convert(spec: OptionSpec, raw: string[]): unknown {
     case 'bool':
       if (/^(1|true|yes|on)$/i.test(last)) return true;
       if (/^(0|false|no|off)$/i.test(last)) return false;
-      throw new ConfigError(`--${spec.flag} expects true or false, got "${last}"`);
+      throw new ConfigError(`${label} expects true or false, got "${last}"`);
     case 'int':
     case 'port': {
-      if (!/^\d+$/.test(last.trim())) throw new ConfigError(`--${spec.flag} expects a whole number, got "${last}"`);
+      if (!/^\d+$/.test(last.trim())) throw new ConfigError(`${label} expects a whole number, got "${last}"`);
       const n = Number(last.trim());
       const [min, max] = spec.kind === 'port' ? [0, 65535] : [spec.min ?? 0, spec.max ?? Number.MAX_SAFE_INTEGER];
       if (n < min || n > max) {
-        throw new ConfigError(`--${spec.flag} must be ${spec.kind === 'port' ? 'a port ' : ''}between ${min} and ${max}, got ${last.trim()}`);
+        throw new ConfigError(`${label} must be ${spec.kind === 'port' ? 'a port ' : ''}between ${min} and ${max}, got ${last.trim()}`);
       }
       return n;
     }
@@ -346,12 +347,13 @@ export function parseConfig(
   for (const spec of OPTIONS) {
     const fromFlag = flags.get(spec.flag);
     const fromEnv = spec.env !== undefined ? env[spec.env] : undefined;
+    const label = fromFlag || spec.env === undefined ? `--${spec.flag}` : `--${spec.flag} (${spec.env})`;
     let value: unknown;
-    if (fromFlag) value = convert(spec, fromFlag);
-    else if (fromEnv !== undefined && fromEnv !== '') value = convert(spec, [fromEnv]);
+    if (fromFlag) value = convert(spec, fromFlag, label);
+    else if (fromEnv !== undefined && fromEnv !== '') value = convert(spec, [fromEnv], label);
     else continue;
     const problem = spec.check?.(value as never);
-    if (problem) throw new ConfigError(`--${spec.flag}${fromFlag || spec.env === undefined ? '' : ` (${spec.env})`} ${problem}`);
+    if (problem) throw new ConfigError(`${label} ${problem}`);
     out[spec.key] = value;
   }
   const config = out as unknown as Config;

@@ -4,7 +4,9 @@
 //   edges       (http, smtp, cli, dashboard) call operations, never storage or an adapter;
 //   operations  call storage and the domain (and adapters only through the ports of src/services.ts),
 //               never an edge, an adapter or a worker;
-//   storage     sits below operations and workers: it imports only storage and the domain.
+//   storage     sits below operations and workers: it imports only storage and the domain;
+//   observability (metrics, attempt logs, readiness) is cross-cutting like the logger: anyone may
+//               record into it, and it reads only storage and the domain.
 // The composition (app.ts, main.ts, services.ts, background.ts, config.ts, log.ts) may wire anything.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -16,7 +18,7 @@ import ts from 'typescript';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SRC = path.join(ROOT, 'src');
 
-type Layer = 'domain' | 'edge' | 'operations' | 'storage' | 'adapter' | 'worker' | 'composition';
+type Layer = 'domain' | 'edge' | 'operations' | 'storage' | 'adapter' | 'worker' | 'observability' | 'composition';
 
 const LAYER_OF_DIRECTORY: Record<string, Layer> = {
   domain: 'domain',
@@ -30,14 +32,16 @@ const LAYER_OF_DIRECTORY: Record<string, Layer> = {
   webhooks: 'adapter',
   ingress: 'adapter',
   workers: 'worker',
+  observability: 'observability',
 };
 
 /** What each layer must never import. */
 const FORBIDDEN: Record<Layer, readonly Layer[]> = {
-  domain: ['edge', 'operations', 'storage', 'adapter', 'worker', 'composition'],
+  domain: ['edge', 'operations', 'storage', 'adapter', 'worker', 'observability', 'composition'],
   edge: ['storage', 'adapter'],
   operations: ['edge', 'adapter', 'worker'],
-  storage: ['edge', 'operations', 'adapter', 'worker'],
+  storage: ['edge', 'operations', 'adapter', 'worker', 'observability'],
+  observability: ['edge', 'operations', 'adapter', 'worker'],
   adapter: ['edge'],
   worker: ['edge'],
   composition: [],

@@ -41,4 +41,39 @@ describe('configuration', () => {
     assert.match(config([]).mailerHost, /\./);
     assert.ok(Object.isFrozen(c));
   });
+
+  it('checks every value when it is parsed, naming the option (and its variable when it came from one)', () => {
+    assert.throws(() => config(['--port', '65536']), /--port must be a port between 0 and 65535, got 65536/);
+    assert.throws(() => config([], { PORT: '70000' }), /--port \(PORT\) must be a port between 0 and 65535/);
+    assert.throws(() => config(['--bounce-port', '99999']), /--bounce-port must be a port/);
+    assert.equal(config(['--port', '0']).port, 0, 'port 0: any free port');
+    assert.throws(() => config(['--lease-ms', '0']), /--lease-ms must be between 1 and/);
+    assert.throws(() => config(['--poll-ms', '1.5']), /whole number/);
+    assert.equal(config(['--workers', '0']).workers, 0, 'no delivery workers is a valid setting');
+    assert.throws(() => config(['--retry-schedule', '1m,,x']), /--retry-schedule must be durations/);
+    assert.throws(() => config(['--retry-schedule', '0s']), /--retry-schedule must be durations/);
+    assert.equal(config(['--retry-schedule', '30s, 2m ,1h']).retrySchedule, '30s, 2m ,1h');
+    assert.throws(() => config(['--role', 'boss']), /--role must be one of all, api, worker, got "boss"/);
+    assert.throws(() => config(['--log-level', 'verbose']), /--log-level must be one of fatal, error, warn, info, debug, trace, silent/);
+    assert.throws(() => config(['--public-url', 'example.com']), /--public-url must be an http:\/\/ or https:\/\/ URL/);
+    assert.throws(() => config(['--relay', 'http://relay.example.com']), /--relay must be a URL like smtp:/);
+    assert.throws(() => config(['--relay', 'smtp://u:secret@']), (e: Error) => !e.message.includes('secret'));
+    assert.equal(config(['--relay', 'smtps://u:p@relay.example.com:465']).relay, 'smtps://u:p@relay.example.com:465');
+    assert.throws(() => config(['--dns-server', 'dns.example.com']), /--dns-server takes an IP address/);
+    assert.deepEqual(config(['--dns-server', '127.0.0.1:5353', '--dns-server', '[::1]:53']).dnsServers, ['127.0.0.1:5353', '[::1]:53']);
+  });
+
+  it('takes DATABASE_URL as postgres://, postgresql:// or sqlite: with an absolute path, and refuses anything else in one line', () => {
+    for (const url of ['postgres://u@127.0.0.1:5432/db', 'postgresql://u:p@db.example.com/posthorn', 'sqlite:///var/lib/posthorn/posthorn.db', 'sqlite:/tmp/x.db', 'sqlite::memory:']) {
+      assert.equal(config([], { DATABASE_URL: url }).databaseUrl, url);
+    }
+    for (const url of ['mysql://root@localhost/db', 'postgres:/typo', 'postgres://', 'posthorn.db', 'sqlite://relative.db', 'sqlite:relative.db', 'file:///x.db']) {
+      assert.throws(
+        () => config([], { DATABASE_URL: url }),
+        (e: Error) => e instanceof ConfigError && /^--database-url \(DATABASE_URL\) /.test(e.message) && !e.message.includes('\n'),
+        url,
+      );
+    }
+    assert.throws(() => config(['--database-url', 'mysql://root:hunter2@localhost/db']), (e: Error) => /root:\*\*\*@/.test(e.message) && !e.message.includes('hunter2'));
+  });
 });

@@ -1,6 +1,6 @@
 // The frame of every dashboard page: head (one stylesheet, scripts from /assets only), navigation,
 // the signed-in user and the sign-out form (a POST carrying the session's CSRF token).
-import type { Project } from '../storage/schema.ts';
+import type { Project } from '../operations/context.ts';
 import type { Viewer } from '../operations/users.ts';
 import { html, type HtmlValue, type SafeHtml } from './html.ts';
 

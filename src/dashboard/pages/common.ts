@@ -2,7 +2,7 @@
 import { ApiError } from '../../domain/errors.ts';
 import { listViewerProjects, requireViewerProject, type Viewer } from '../../operations/users.ts';
 import type { Services } from '../../services.ts';
-import type { Project } from '../../storage/schema.ts';
+import type { Project } from '../../operations/context.ts';
 
 /** The viewer's projects and the one named by `uid` (default: the first); not_found when none. */
 export async function pickProject(services: Services, viewer: Viewer, uid: string | undefined): Promise<{ projects: Project[]; project: Project }> {

@@ -17,7 +17,7 @@ import {
   type MessageView,
   type RecipientTimeline,
 } from '../../operations/message-views.ts';
-import type { Project } from '../../storage/schema.ts';
+import type { Project } from '../../operations/context.ts';
 import { formatTime, html, queryString, type SafeHtml } from '../html.ts';
 import { page, projectPicker } from '../layout.ts';
 import { queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';

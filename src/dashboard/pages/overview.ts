@@ -4,7 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import { getProjectOverview, OVERVIEW_RANGES, OVERVIEW_SERIES, type OverviewRange, type ProjectOverview } from '../../operations/dashboard-overview.ts';
 import { listViewerProjects, requireViewerProject } from '../../operations/users.ts';
-import type { Project } from '../../storage/schema.ts';
+import type { Project } from '../../operations/context.ts';
 import { formatTime, html, type SafeHtml } from '../html.ts';
 import { page } from '../layout.ts';
 import { queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';

@@ -8,7 +8,7 @@ import type { Caller } from '../../operations/context.ts';
 import { previewTemplate } from '../../operations/template-preview.ts';
 import { createTemplate, deleteTemplate, getTemplate, listTemplates, updateTemplate, type TemplateInput } from '../../operations/templates.ts';
 import type { Viewer } from '../../operations/users.ts';
-import type { Project, Template } from '../../storage/schema.ts';
+import type { Project, Template } from '../../operations/context.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, notice, page, projectPicker } from '../layout.ts';
 import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';

@@ -1,0 +1,146 @@
+// What the command line says when it cannot do what was asked (docs/configuration.md, "When
+// posthorn cannot start"): one line `posthorn: <what and how to fix>`, a non-zero exit, the stack
+// only at --log-level debug; and the commands that only read or print never create a database.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { BIN } from '../helpers/processes.ts';
+
+const PACKAGE_VERSION = (JSON.parse(fs.readFileSync('package.json', 'utf8')) as { version: string }).version;
+
+describe('posthorn CLI failures and read-only commands', () => {
+  let dataDir: string;
+  let cwd: string;
+
+  before(() => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-cli-failures-'));
+    cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-cli-cwd-'));
+  });
+  after(() => {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    fs.rmSync(cwd, { recursive: true, force: true });
+  });
+
+  /** Runs bin/posthorn.js in an empty working directory with only the given configuration. */
+  function run(args: string[], extraEnv: Record<string, string> = {}) {
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, POSTHORN_DATA: dataDir, ...extraEnv };
+    const r = spawnSync(process.execPath, [BIN, ...args], { env, cwd, encoding: 'utf8', timeout: 120_000 });
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  }
+
+  function assertOneLine(r: { code: number | null; stderr: string }, code: number, pattern: RegExp) {
+    assert.equal(r.code, code, r.stderr);
+    const lines = r.stderr.trim().split('\n');
+    assert.equal(lines.length, 1, `one line expected, got:\n${r.stderr}`);
+    assert.match(lines[0], /^posthorn: /);
+    assert.match(lines[0], pattern);
+  }
+
+  function assertNothingCreated() {
+    assert.deepEqual(fs.readdirSync(dataDir), [], 'nothing written to the data directory');
+    assert.deepEqual(fs.readdirSync(cwd), [], 'nothing written to the working directory');
+  }
+
+  it('--version, -V, -h, help and help <command> answer without a database', () => {
+    for (const args of [['--version'], ['-V'], ['version']]) {
+      const r = run(args);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, `posthorn ${PACKAGE_VERSION}\n`);
+    }
+    for (const args of [['help'], ['-h'], ['--help']]) {
+      const r = run(args);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /^usage: posthorn <command> \[options\]/);
+      assert.match(r.stdout, /--database-url/);
+    }
+    for (const args of [['help', 'migrate'], ['migrate', '--help'], ['--help', 'migrate'], ['migrate', '-h']]) {
+      const r = run(args);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /posthorn migrate/, args.join(' '));
+      assert.match(r.stdout, /Applies pending migrations/);
+      assert.doesNotMatch(r.stdout, /posthorn serve/);
+    }
+    assertOneLine(run(['help', 'frobnicate']), 2, /unknown command "frobnicate"/);
+    assertNothingCreated();
+  });
+
+  it('account list on an installation without a database lists nothing and creates nothing', () => {
+    const text = run(['account', 'list']);
+    assert.equal(text.code, 0, text.stderr);
+    assert.equal(text.stdout, '(no accounts)\n');
+    const json = run(['account', 'list', '--json']);
+    assert.equal(json.code, 0, json.stderr);
+    assert.deepEqual(JSON.parse(json.stdout), []);
+    assertNothingCreated();
+  });
+
+  it('every command checks every option before it starts: migrate refuses a bad retry schedule as serve does', () => {
+    for (const command of ['migrate', 'serve', 'init']) {
+      assertOneLine(run([command, '--retry-schedule', '1m,soon']), 2, /--retry-schedule must be durations .* got "1m,soon"/);
+    }
+    assertOneLine(run(['migrate'], { POSTHORN_RETRY_SCHEDULE: '0s' }), 2, /--retry-schedule \(POSTHORN_RETRY_SCHEDULE\) must be durations/);
+    assertOneLine(run(['serve', '--port', '65536']), 2, /--port must be a port between 0 and 65535, got 65536/);
+    assertOneLine(run(['serve'], { PORT: '99999' }), 2, /--port \(PORT\) must be a port between 0 and 65535/);
+    assertOneLine(run(['migrate', '--role', 'boss']), 2, /--role must be one of all, api, worker/);
+    assertOneLine(run(['migrate', '--log-level', 'loud']), 2, /--log-level must be one of/);
+    assertOneLine(run(['migrate', '--public-url', 'ftp://x']), 2, /--public-url must be an http/);
+    assertOneLine(run(['migrate', '--relay', 'mail.example.com:25']), 2, /--relay must be a URL like smtp:/);
+    assertOneLine(run(['migrate', '--workers', '-1']), 2, /--workers expects a whole number/);
+    assertOneLine(run(['migrate', '--lease-ms', '0']), 2, /--lease-ms must be between 1 and/);
+    assertNothingCreated();
+  });
+
+  it('DATABASE_URL takes postgres://, postgresql:// or an absolute sqlite: path, and nothing else creates a file', () => {
+    for (const url of ['mysql://root@127.0.0.1/posthorn', 'postgres:/typo', 'posthorn.db', 'sqlite://relative.db', 'sqlite:relative.db']) {
+      const r = run(['migrate'], { DATABASE_URL: url });
+      assertOneLine(r, 2, /DATABASE_URL/);
+      assert.match(r.stderr, /postgres:\/\/|absolute path/, url);
+    }
+    assertOneLine(run(['migrate'], { DATABASE_URL: 'mysql://root:hunter2@127.0.0.1/x' }), 2, /mysql:\/\/root:\*\*\*@127\.0\.0\.1\/x/);
+    assertNothingCreated();
+    const file = path.join(dataDir, 'absolute.db');
+    const ok = run(['migrate'], { DATABASE_URL: `sqlite://${file}` });
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.ok(fs.existsSync(file));
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    fs.mkdirSync(dataDir);
+  });
+
+  it('a port in use is one line naming the option; the stack only at debug level', async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as net.AddressInfo).port;
+    try {
+      assertOneLine(run(['serve', '--port', String(port)]), 1, new RegExp(`127\\.0\\.0\\.1:${port} is already in use \\(--port\\): stop what listens there or choose another --port`));
+      const debug = run(['serve', '--port', String(port), '--log-level', 'debug']);
+      assert.equal(debug.code, 1);
+      assert.match(debug.stderr, /^posthorn: 127\.0\.0\.1:\d+ is already in use/);
+      assert.match(debug.stderr, /\n\s+at /, 'the stack at debug level');
+    } finally {
+      await new Promise((resolve) => blocker.close(resolve));
+    }
+  });
+
+  it('a missing TLS file is one line naming the option', () => {
+    const missing = path.join(cwd, 'missing-cert.pem');
+    const key = path.join(cwd, 'missing-key.pem');
+    assertOneLine(run(['serve', '--port', '0', '--tls-cert', missing, '--tls-key', key]), 1, /cannot read the --tls-cert file .*missing-cert\.pem: no such file; fix --tls-cert/);
+  });
+
+  it('an unreachable PostgreSQL is one line naming the URL without its password', async () => {
+    // A port nothing listens on: taken and released.
+    const probe = net.createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as net.AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+    const r = run(['serve', '--port', '0'], { DATABASE_URL: `postgres://posthorn:hunter2@127.0.0.1:${port}/posthorn` });
+    assertOneLine(r, 1, new RegExp(`cannot reach PostgreSQL at postgres://posthorn:\\*\\*\\*@127\\.0\\.0\\.1:${port}/posthorn .*start PostgreSQL or fix DATABASE_URL`));
+    assert.doesNotMatch(r.stderr, /hunter2/);
+    const list = run(['account', 'list'], { DATABASE_URL: `postgres://posthorn@127.0.0.1:${port}/posthorn` });
+    assertOneLine(list, 1, /cannot reach PostgreSQL/);
+  });
+});
