@@ -9,6 +9,7 @@ import { invalidArgument } from '../domain/args.ts';
 import { ApiError, limitReached } from '../domain/errors.ts';
 import { checkHeaderValue } from '../domain/headers.ts';
 import { MAX_LAYOUT_CHAIN } from '../domain/templates.ts';
+import { findTemplateSyntaxError } from '../domain/variables.ts';
 import type { Project, Template } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
 import {
@@ -68,6 +69,10 @@ function text(field: string, value: string | undefined, max: number, oneLine = f
   if (value.length > max) throw invalidArgument(field, `must be at most ${max} characters long`);
   // subject and from are header values: a line break would inject headers.
   if (oneLine) checkHeaderValue(`argument "${field}"`, value);
+  // The template language (docs/templates.md): a part that cannot be rendered is refused now,
+  // not found at delivery. css is not rendered.
+  const syntaxError = field === 'name' || field === 'css' ? null : findTemplateSyntaxError(value);
+  if (syntaxError !== null) throw invalidArgument(field, `is not a valid template: ${syntaxError}`);
   return value === '' ? null : value;
 }
 

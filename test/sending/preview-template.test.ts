@@ -61,6 +61,17 @@ describe('preview_template', () => {
     assert.match(r.body.data.preview.errors.html, /Parse error|Expecting/);
   });
 
+  it('create_template and update_template refuse a part that is not valid template syntax (406)', async () => {
+    const bad = await t.call('create_template', { api_key: seed.projectKey, arguments: { slug: 'bad', html: '{{#each items}}<li>{{this}}</li>' } });
+    assert.equal(bad.status, 406, JSON.stringify(bad.body));
+    assert.match(bad.body.response.message, /html.*not a valid template/);
+    const ok = await t.call('create_template', { api_key: seed.projectKey, arguments: { slug: 'fine', text: 'Hi {{first name}}', css: 'a{}' } });
+    assert.equal(ok.status, 200);
+    const upd = await t.call('update_template', { api_key: seed.projectKey, arguments: { slug: 'fine', subject: 'Hi {{> partial}}' } });
+    assert.equal(upd.status, 406);
+    assert.match(upd.body.response.message, /partials/);
+  });
+
   it('refuses a call with nothing to preview (400), an unknown template (404), an account key without project_uid (400)', async () => {
     assert.equal((await asProject({})).status, 400);
     const unknown = await asProject({ template: 'nope' });
