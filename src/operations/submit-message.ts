@@ -11,6 +11,7 @@
 // every other header byte are stored and delivered unchanged (payload.raw, domain/message-payload.ts).
 import { createHash } from 'node:crypto';
 import { simpleParser } from 'mailparser';
+import { checkHeaderValue, HeaderValueError } from '../domain/headers.ts';
 import type { MessagePayload } from '../domain/message-payload.ts';
 import { MAX_UID_CHARS, messageIdFor, uniqueIdFor } from '../domain/message-uid.ts';
 import { isNullSink } from '../domain/send-request.ts';
@@ -84,7 +85,7 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
   if (!first('from')) {
     // As a submission MTA does for a local sender: the envelope sender becomes the From.
     if (input.envelopeFrom === '') throw new SubmissionRefused(550, '5.6.0 The message has no From header and the envelope sender is empty');
-    added.push(`From: <${input.envelopeFrom}>\r\n`);
+    added.push(`From: <${checkedHeaderValue('From', input.envelopeFrom)}>\r\n`);
   }
   const parts: Buffer[] = [Buffer.from(added.join(''), 'utf8')];
   let cursor = 0;
@@ -190,7 +191,11 @@ export function readHeaderFields(header: Buffer): HeaderField[] {
   let lineStart = 0;
   let current: { name: string; start: number; lines: string[] } | null = null;
   const close = (end: number) => {
-    if (current) fields.push({ name: current.name, start: current.start, end, value: current.lines.join('').trim() });
+    if (current) {
+      // The one header-value check of every edge (domain/headers.ts), on the unfolded value.
+      const value = checkedHeaderValue(current.name, current.lines.join(''));
+      fields.push({ name: current.name, start: current.start, end, value: value.trim() });
+    }
     current = null;
   };
   for (let i = 0; i < header.length; i++) {
@@ -214,6 +219,16 @@ export function readHeaderFields(header: Buffer): HeaderField[] {
   }
   close(lineStart);
   return fields;
+}
+
+/** A value this operation itself puts into a header line, through the same check. */
+function checkedHeaderValue(name: string, value: string): string {
+  try {
+    return checkHeaderValue(`header "${name}"`, value);
+  } catch (error) {
+    if (error instanceof HeaderValueError) throw new SubmissionRefused(550, `5.6.0 ${error.message}`);
+    throw error;
+  }
 }
 
 function readUidHeader(value: string): string {

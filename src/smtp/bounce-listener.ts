@@ -9,6 +9,7 @@ import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 's
 import type { BackgroundService } from '../background.ts';
 import { transmissionIdFromReturnPath, verpTagKey } from '../domain/verp.ts';
 import { processBounceMail } from '../operations/bounces.ts';
+import { limitSmtpServer, smtpLimitsFrom } from '../listener-limits.ts';
 import type { Services } from '../services.ts';
 
 /** Largest bounce accepted: reports quote the original message, which may carry attachments. */
@@ -61,6 +62,8 @@ export class BounceListener implements BackgroundService {
         );
       },
     });
+    // Idle, slow and crowding clients are cut (src/listener-limits.ts).
+    limitSmtpServer(this.server, { ...smtpLimitsFrom(config, MAX_CLIENTS), closeTimeoutMs: 5_000 });
     this.server.on('error', (error) => services.log.warn({ err: error }, 'bounce listener connection error'));
   }
 

@@ -7,6 +7,8 @@
 //   Only after TLS, unless plaintext is allowed (--submission-allow-plaintext, or no certificate
 //   and a loopback address). Every failure is 535; too many failures from one address in
 //   AUTH_FAILURE_WINDOW_MS get 421 and the connection is closed.
+// - Each MAIL FROM takes one token of the key's --rate-limit-per-key budget (the API's, shared):
+//   none left answers 451 with the seconds to wait.
 // - The 250 after DATA is sent only once the message is committed (submitMessage resolves); any
 //   other failure answers 451 so the client retries: nothing accepted is ever lost.
 // - SMTP smuggling: smtp-server ends DATA only on <CRLF>.<CRLF>; a message holding a "." line
@@ -19,6 +21,7 @@ import type { BackgroundService } from '../background.ts';
 import { ApiError } from '../domain/errors.ts';
 import { authenticate } from '../operations/authenticate.ts';
 import type { ProjectCaller } from '../operations/context.ts';
+import { takeKeyToken } from '../operations/rate-limits.ts';
 import { submitMessage, SubmissionRefused } from '../operations/submit-message.ts';
 import type { Services } from '../services.ts';
 
@@ -218,6 +221,15 @@ export class SubmissionListener implements BackgroundService {
     // session.transaction counts from 1: this MAIL FROM starts that transaction.
     if (session.transaction > this.services.config.submissionMaxMessagesPerConnection) {
       return new SmtpReply(421, `4.7.0 At most ${this.services.config.submissionMaxMessagesPerConnection} messages per connection, reconnect to send more`);
+    }
+    // One token of the key's budget per message, shared with the API (--rate-limit-per-key).
+    const caller = this.sessions.get(session.id)?.caller;
+    if (caller) {
+      const token = takeKeyToken(this.services, `project:${caller.project.id}`);
+      if (!token.ok) {
+        const seconds = Math.max(1, Math.ceil(token.retryAfterMs / 1000));
+        return new SmtpReply(451, `4.7.0 Rate limit of this API key exceeded (--rate-limit-per-key ${this.services.config.rateLimitPerKey}); retry in ${seconds} s`);
+      }
     }
     return null;
   }

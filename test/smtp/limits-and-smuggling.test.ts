@@ -231,3 +231,35 @@ describe('SMTP submission: smuggling and limits', () => {
     assert.equal((await fresh.reply()).code, 421);
   });
 });
+
+describe('SMTP submission: the per-key rate limit', () => {
+  let h: SubmissionHarness;
+  before(async () => {
+    h = await startSubmissionHarness({ tls: false, delivery: false, config: { rateLimitPerKey: '2/1h' } });
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  it('answers 451 once the key has used its budget, API and SMTP alike', async () => {
+    const d = await openDialog(h.port);
+    try {
+      await d.login(h.seed.projectUid, h.seed.projectKey);
+      // One token goes to the API...
+      const api = await h.t.call('send_message', { api_key: h.seed.projectKey, arguments: { recipients: ['api@example.test'], headers: { from: 'a@example.test' }, content: { 'text/plain': 'x' } } });
+      assert.equal(api.status, 200, JSON.stringify(api.body));
+      // ...one to this message...
+      d.send('MAIL FROM:<sender@example.test>\r\nRCPT TO:<first@example.test>\r\nDATA\r\n');
+      assert.deepEqual([(await d.reply()).code, (await d.reply()).code, (await d.reply()).code], [250, 250, 354]);
+      d.send('From: sender@example.test\r\nSubject: first\r\n\r\nbody\r\n.\r\n');
+      assert.equal((await d.reply()).code, 250);
+      // ...and the next is deferred.
+      d.send('MAIL FROM:<sender@example.test>\r\n');
+      const deferred = await d.reply();
+      assert.equal(deferred.code, 451);
+      assert.match(deferred.text, /Rate limit of this API key exceeded .* retry in \d+ s/);
+    } finally {
+      d.close();
+    }
+  });
+});
