@@ -180,13 +180,17 @@ export async function countTransmissionBuckets(
   bucketMs: number,
 ): Promise<Array<{ bucket: number; count: number }>> {
   const col = sql.ref(column);
+  // Literals, not parameters: PostgreSQL matches the GROUP BY expression to the selected one only
+  // when they are the same text (two placeholders are two expressions). Both are whole numbers.
+  const start = sql.lit(Math.trunc(startMs));
+  const width = sql.lit(Math.trunc(bucketMs));
   const rows = await db
     .selectFrom('transmissions')
-    .select([sql<number>`(${col} - ${startMs}) / ${bucketMs}`.as('bucket'), sql<number>`count(*)`.as('count')])
+    .select([sql<number>`(${col} - ${start}) / ${width}`.as('bucket'), sql<number>`count(*)`.as('count')])
     .where('project_id', '=', projectId)
     .where(column, '>=', startMs)
     .where(column, '<', endMs)
-    .groupBy(sql`(${col} - ${startMs}) / ${bucketMs}`)
+    .groupBy(sql`(${col} - ${start}) / ${width}`)
     .execute();
   return rows.map((r) => ({ bucket: Math.floor(Number(r.bucket)), count: Number(r.count) }));
 }
@@ -200,14 +204,16 @@ export async function countEventBuckets(
   endMs: number,
   bucketMs: number,
 ): Promise<Array<{ type: string; bucket: number; count: number }>> {
+  const start = sql.lit(Math.trunc(startMs));
+  const width = sql.lit(Math.trunc(bucketMs));
   const rows = await db
     .selectFrom('events')
-    .select(['type', sql<number>`(created_at - ${startMs}) / ${bucketMs}`.as('bucket'), sql<number>`count(*)`.as('count')])
+    .select(['type', sql<number>`(created_at - ${start}) / ${width}`.as('bucket'), sql<number>`count(*)`.as('count')])
     .where('project_id', '=', projectId)
     .where('created_at', '>=', startMs)
     .where('created_at', '<', endMs)
     .where('type', 'in', types)
-    .groupBy(['type', sql`(created_at - ${startMs}) / ${bucketMs}`])
+    .groupBy(['type', sql`(created_at - ${start}) / ${width}`])
     .execute();
   return rows.map((r) => ({ type: r.type, bucket: Math.floor(Number(r.bucket)), count: Number(r.count) }));
 }

@@ -1,0 +1,223 @@
+// The dashboard in a real browser (Debian's chromium driven by playwright-core), against a real
+// Posthorn delivering to a local SMTP server: sign in, find a message sent through the API, open
+// it and see the attempt the SMTP server answered, edit a template and watch the preview change,
+// add a suppression, rotate a key. Markup and script in the subject, body, filename and recipient
+// name never run (no dialog, no console line from them); a post without the CSRF token is refused;
+// another account's message URL is not found.
+//
+// POSTHORN_DASHBOARD_SCREENSHOTS=docs/images also saves the screenshots docs/dashboard.md shows.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { createUser } from '../../src/operations/users.ts';
+import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
+import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = process.env.POSTHORN_DASHBOARD_SCREENSHOTS ?? null;
+const inCi = /^(1|true|yes)$/i.test(process.env.CI ?? '');
+const missing = !fs.existsSync(CHROMIUM);
+if (missing && inCi) throw new Error(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`);
+
+/** Every payload, if it ever ran, would open a dialog AND print this marker. */
+const MARK = 'XSS-EXECUTED';
+const js = (n: number) => `alert(${n});console.log('${MARK}-${n}')`;
+const SUBJECT = `Invoice <script>${js(1)}</script><img src=x onerror="${js(2)}">`;
+const HTML = `<h1>Your invoice</h1><p>Thanks!</p><script>${js(3)}</script><img src="x" onerror="${js(4)}"><img src="https://remote.example/track.gif" alt="remote">`;
+const TEXT = `Plain part <script>${js(5)}</script>`;
+const FILENAME = `<img src=x onerror="${js(6)}">.pdf`;
+const NAME = `Eve' autofocus onfocus='${js(7).replace(/'/g, '')}`;
+
+describe('dashboard in a browser', { skip: missing ? `${CHROMIUM} is not installed` : false }, () => {
+  let t: TestApp;
+  let peer: SmtpPeer;
+  let seed: Seed;
+  let other: Seed;
+  let browser: Browser;
+  let page: Page;
+  let email: string;
+  let password: string;
+  const dialogs: string[] = [];
+  const consoleLines: string[] = [];
+
+  before(async () => {
+    peer = await startSmtpPeer({ starttls: false });
+    t = await startTestApp({ config: { workers: 2, transportMap: [peer.transportFor('*')] } });
+    seed = await t.seed('Acme');
+    other = await t.seed('Other');
+    email = 'ops@acme.example';
+    ({ password } = await createUser(t.app.services, { accountUid: seed.accountUid, email }));
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    page = await context.newPage();
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.dismiss();
+    });
+    page.on('console', (m) => consoleLines.push(m.text()));
+    page.on('pageerror', (e) => consoleLines.push(`pageerror: ${e.message}`));
+  });
+
+  after(async () => {
+    await browser?.close();
+    await t?.close();
+    await peer?.close();
+  });
+
+  const shot = async (name: string, dark = false) => {
+    if (!SHOTS) return;
+    fs.mkdirSync(SHOTS, { recursive: true });
+    // Charts pick their colours when drawn: a dark screenshot reloads the page in the dark scheme.
+    if (dark) {
+      await page.emulateMedia({ colorScheme: 'dark' });
+      await page.reload();
+      await page.waitForLoadState('load');
+    }
+    await page.screenshot({ path: path.join(SHOTS, `dashboard-${name}${dark ? '-dark' : ''}.png`), fullPage: false });
+    if (dark) await page.emulateMedia({ colorScheme: 'light' });
+  };
+
+  const assertNothingRan = () => {
+    assert.deepEqual(dialogs, [], 'no dialog opened');
+    assert.deepEqual(consoleLines.filter((l) => l.includes(MARK)), [], 'no injected script ran');
+  };
+
+  it('signs in through the form', async () => {
+    await page.goto(`${t.url}/messages`);
+    assert.match(page.url(), /\/login\?next=%2Fmessages$/);
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password').fill(password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(`${t.url}/messages`);
+    assert.ok(await page.getByRole('heading', { name: 'Messages' }).isVisible());
+  });
+
+  it('finds a message sent through the API and shows the attempt the SMTP server answered', async () => {
+    const sent = await t.call('send_message', {
+      api_key: seed.projectKey,
+      uid: 'invoice-42',
+      arguments: {
+        recipients: [`"${NAME}" <eve@customer.example>`],
+        headers: { subject: SUBJECT, from: 'billing@acme.example' },
+        content: { 'text/html': HTML, 'text/plain': TEXT },
+        attachments: { [FILENAME]: { content_type: 'application/pdf', content: Buffer.from('%PDF-1.4').toString('base64') } },
+      },
+    });
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    await peer.waitForReceived(1, 20_000);
+    for (let i = 0; i < 4; i++) {
+      await t.call('send_message', {
+        api_key: seed.projectKey,
+        uid: `welcome-${i}`,
+        arguments: { recipients: [`user${i}@customer.example`], headers: { subject: `Welcome aboard #${i}`, from: 'hello@acme.example' }, content: { 'text/plain': 'Hi' } },
+      });
+    }
+    await peer.waitForReceived(5, 20_000);
+
+    await page.goto(`${t.url}/messages`);
+    await page.getByLabel('Recipient').fill('eve@customer');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.waitForURL(/recipient=eve/);
+    const link = page.getByRole('link', { name: /^Invoice/ });
+    assert.equal(await link.count(), 1);
+    await link.click();
+    await page.waitForURL(new RegExp(`/messages/${sent.body.data.message.id}$`));
+    assert.equal(page.url(), `${t.url}/messages/${sent.body.data.message.id}`.replace('http://127.0.0.1:0', t.url));
+    const attempt = page.locator('li.attempt.sent');
+    await attempt.waitFor();
+    const text = await attempt.innerText();
+    assert.match(text, /attempt: sent/);
+    assert.match(text, /127\.0\.0\.1/);
+    assert.match(text, /250/);
+    assert.match(text, /\d+ ms/);
+    // The subject, filename and recipient name are shown as text.
+    assert.equal(await page.locator('dd.subject').innerText(), SUBJECT);
+    assert.equal(await page.locator('.filename').innerText(), FILENAME);
+    assert.ok((await page.locator('section.recipient h3').innerText()).includes(NAME));
+    // The HTML part renders in its frame, scripts and remote images blocked.
+    const frame = page.frameLocator('iframe.message-html');
+    await frame.getByRole('heading', { name: 'Your invoice' }).waitFor();
+    const remoteLoaded = await frame.locator('img[alt=remote]').evaluate((img: HTMLImageElement) => img.complete && img.naturalWidth > 0).catch(() => false);
+    assert.equal(remoteLoaded, false);
+    await page.locator('pre.text-part').waitFor();
+    // Focus moves through the page without running the name's handler.
+    for (let i = 0; i < 15; i++) await page.keyboard.press('Tab');
+    assertNothingRan();
+    await shot('message');
+    await shot('message', true);
+    await page.goto(`${t.url}/messages`);
+    await shot('messages');
+    await shot('messages', true);
+    await page.goto(`${t.url}/`);
+    await page.locator('.chart canvas').first().waitFor();
+    await shot('overview');
+    await shot('overview', true);
+    assertNothingRan();
+  });
+
+  it('previews a template as it is edited, and saves it', async () => {
+    await page.goto(`${t.url}/templates`);
+    await page.getByRole('link', { name: 'New template' }).click();
+    await page.getByLabel('Slug', { exact: true }).fill('receipt');
+    await page.getByLabel('Subject', { exact: true }).fill('Receipt for {{name}}');
+    await page.getByLabel('HTML part').fill('<h2>Hello {{name}}</h2><script>alert(9)</script>');
+    const frame = page.frameLocator('#preview-frame');
+    await frame.getByRole('heading', { name: 'Hello Ada' }).waitFor();
+    await page.locator('#preview-subject', { hasText: 'Receipt for Ada' }).waitFor();
+    await page.getByLabel('HTML part').fill('<h2>Goodbye {{name}}</h2>');
+    await frame.getByRole('heading', { name: 'Goodbye Ada' }).waitFor();
+    await page.getByLabel('Layout (parent template slug)').fill('no-such-layout');
+    await page.locator('#err-parent', { hasText: 'no layout' }).waitFor();
+    await page.getByLabel('Layout (parent template slug)').fill('');
+    await page.locator('#err-parent:empty').waitFor({ state: 'attached' });
+    await shot('template-editor');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.waitForURL(/\/templates\?project=.*saved=receipt/);
+    const api = await t.call('get_template', { api_key: seed.projectKey, arguments: { slug: 'receipt' } });
+    assert.equal(api.status, 200, JSON.stringify(api.body));
+    assert.ok(JSON.stringify(api.body.data).includes('Goodbye {{name}}'));
+    assertNothingRan();
+  });
+
+  it('adds a suppression', async () => {
+    await page.goto(`${t.url}/suppressions`);
+    await page.getByLabel('Add addresses (one a line)').fill('bounced@customer.example');
+    await page.getByRole('button', { name: 'Add to the suppression list' }).click();
+    await page.getByRole('cell', { name: 'bounced@customer.example', exact: true }).waitFor();
+    const api = await t.call('get_suppression_list', { api_key: seed.projectKey });
+    assert.ok('bounced@customer.example' in api.body.data);
+  });
+
+  it('rotates the project key; the new key works, the old one does not', async () => {
+    await page.goto(`${t.url}/keys`);
+    await page.getByRole('button', { name: 'Rotate the key' }).click();
+    const key = await page.getByLabel('New API key').inputValue();
+    assert.ok(key.length > 20);
+    assert.equal((await t.call('get_project_info', { api_key: seed.projectKey })).status, 401);
+    assert.equal((await t.call('get_project_info', { api_key: key })).status, 200);
+    seed.projectKey = key;
+  });
+
+  it('refuses a post without the CSRF token, and another account\'s message', async () => {
+    const status = await page.evaluate(async (project) => {
+      const res = await fetch('/suppressions/add', {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ project, addresses: 'forged@customer.example' }),
+      });
+      return res.status;
+    }, seed.projectUid);
+    assert.equal(status, 403);
+    const theirs = await t.call('send_message', {
+      api_key: other.projectKey,
+      uid: 'private-1',
+      arguments: { recipients: ['x@other.example'], headers: { subject: 'Private matter', from: 'a@other.example' }, content: { 'text/plain': 'x' } },
+    });
+    const response = await page.goto(`${t.url}/messages/${theirs.body.data.message.id}`);
+    assert.equal(response?.status(), 404);
+    assert.equal(await page.getByText('Private matter').count(), 0);
+    assertNothingRan();
+  });
+});

@@ -1,0 +1,262 @@
+// The dashboard over HTTP against a real server on both databases: sign-in and sessions, CSRF,
+// rate limits, scoping (another account's or project's message is not found), escaping of
+// attacker-controlled content in the HTML source, the message search and its paging, the frame and
+// source routes, template preview, suppressions and key rotation.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { SIGN_IN_LIMITS } from '../../src/operations/users.ts';
+import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
+import { SessionClient, signedInClient } from './session-client.ts';
+
+const SCRIPT = '<script>alert(1)</script>';
+/** A display name may not hold angle brackets (domain/recipients.ts); it tries to break out of an attribute instead. */
+const NAME = "Eve' autofocus onfocus='alert(5)";
+
+describe('dashboard over HTTP', () => {
+  let t: TestApp;
+  let seed: Seed;
+  let other: Seed;
+  let client: SessionClient;
+  let messageId: number;
+
+  before(async () => {
+    t = await startTestApp();
+    seed = await t.seed('dash');
+    other = await t.seed('other');
+    ({ client } = await signedInClient(t, seed.accountUid));
+    const sent = await t.call('send_message', {
+      api_key: seed.projectKey,
+      uid: 'hostile-1',
+      arguments: {
+        recipients: [`"${NAME}" <victim@example.com>`],
+        headers: { subject: `Hello ${SCRIPT}`, from: 'sender@example.com', 'X-Note': '"><img src=x onerror=alert(4)>' },
+        content: { 'text/plain': `plain ${SCRIPT}`, 'text/html': `<p>html</p>${SCRIPT}<img src="https://remote.example/pixel.gif">` },
+        attachments: { [`${SCRIPT}.txt`]: { content_type: 'text/plain', content: Buffer.from('x').toString('base64') } },
+      },
+    });
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    messageId = sent.body.data.message.id;
+  });
+  after(() => t.close());
+
+  it('sends a visitor without a session to the sign-in page, and refuses a wrong password', async () => {
+    const anon = new SessionClient(t.url);
+    const r = await anon.get('/messages');
+    assert.equal(r.status, 303);
+    assert.equal(r.headers.get('location'), '/login?next=%2Fmessages');
+    const login = await anon.get('/login');
+    assert.equal(login.status, 200);
+    assert.match(login.headers.get('content-security-policy') ?? '', /script-src 'self'/);
+    const bad = await anon.post('/login', { email: 'nobody@example.test', password: 'wrong-password' });
+    assert.equal(bad.status, 401);
+    assert.match(bad.text, /Wrong email or password/);
+    assert.equal(anon.cookies.has('posthorn_session'), false);
+  });
+
+  it('sets an HttpOnly SameSite=Lax session cookie and strict security headers', async () => {
+    const { password, email } = await signedInClient(t, seed.accountUid);
+    const c = new SessionClient(t.url);
+    await c.get('/login');
+    const res = await fetch(`${t.url}/login`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { cookie: `posthorn_login=${c.cookies.get('posthorn_login')}`, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ _csrf: c.cookies.get('posthorn_login')!, email, password }),
+    });
+    assert.equal(res.status, 303);
+    const cookie = res.headers.getSetCookie().find((l) => l.startsWith('posthorn_session='))!;
+    assert.match(cookie, /HttpOnly/i);
+    assert.match(cookie, /SameSite=Lax/i);
+    assert.match(cookie, /Max-Age=\d+/);
+    const page = await client.get('/');
+    const csp = page.headers.get('content-security-policy') ?? '';
+    for (const d of ["default-src 'self'", "script-src 'self'", "object-src 'none'", "frame-ancestors 'none'"]) assert.ok(csp.includes(d), `${d} in ${csp}`);
+    assert.equal(page.headers.get('x-content-type-options'), 'nosniff');
+    assert.ok(page.headers.get('referrer-policy'));
+    assert.doesNotMatch(page.text, /<script>(?!<\/script>)/, 'no inline script');
+    assert.doesNotMatch(page.text, / style=/, 'no inline style');
+  });
+
+  it('escapes the subject, recipient name, headers, text and filename of a message everywhere', async () => {
+    const list = await client.get(`/messages?project=${seed.projectUid}`);
+    assert.equal(list.status, 200);
+    const view = await client.get(`/messages/${messageId}`);
+    assert.equal(view.status, 200);
+    for (const page of [list.text, view.text]) {
+      assert.ok(!page.includes(SCRIPT), 'the raw script never reaches the page');
+      assert.ok(!page.includes('<img src=x'), 'no raw attribute injection');
+    }
+    assert.ok(view.text.includes('Hello &lt;script&gt;alert(1)&lt;/script&gt;'));
+    assert.ok(!view.text.includes(NAME));
+    assert.ok(view.text.includes('Eve&#39; autofocus onfocus=&#39;alert(5)'));
+    assert.ok(view.text.includes('&lt;script&gt;alert(1)&lt;/script&gt;.txt'));
+    assert.ok(view.text.includes('plain &lt;script&gt;'));
+    assert.ok(view.text.includes('&quot;&gt;&lt;img src=x onerror=alert(4)&gt;'));
+    // The HTML part only inside a sandboxed frame, under a policy that runs nothing and fetches nothing remote.
+    assert.match(view.text, /<iframe[^>]* sandbox src="\/messages\/\d+\/html"/);
+    const frame = await client.get(`/messages/${messageId}/html`);
+    const csp = frame.headers.get('content-security-policy') ?? '';
+    assert.match(csp, /^sandbox;/);
+    assert.match(csp, /default-src 'none'/);
+    assert.doesNotMatch(csp, /script-src/);
+    assert.doesNotMatch(csp, /https:/);
+    const withImages = await client.get(`/messages/${messageId}/html?images=1`);
+    assert.match(withImages.headers.get('content-security-policy') ?? '', /img-src data: cid: https: http:/);
+  });
+
+  it('offers the MIME source, composed like delivery composes it', async () => {
+    const r = await client.get(`/messages/${messageId}/source`);
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('content-type'), 'message/rfc822');
+    assert.match(r.headers.get('content-disposition') ?? '', /attachment; filename="message-\d+\.eml"/);
+    assert.match(r.text, /^To: /);
+    assert.match(r.text, /Message-ID: <hostile-1@posthorn\.test>/);
+    assert.match(r.text, /Subject: /);
+  });
+
+  it('shows another account\'s message exactly as a message that does not exist', async () => {
+    const theirs = await t.call('send_message', {
+      api_key: other.projectKey,
+      uid: 'theirs-1',
+      arguments: { recipients: ['x@example.com'], headers: { subject: 'Secret of the other account', from: 'a@example.com' }, content: { 'text/plain': 'secret' } },
+    });
+    const id = theirs.body.data.message.id;
+    const r = await client.get(`/messages/${id}`);
+    const missing = await client.get('/messages/999999999');
+    assert.equal(r.status, 404);
+    assert.equal(missing.status, 404);
+    assert.equal(r.text.replace(/\d+/g, 'N'), missing.text.replace(/\d+/g, 'N'));
+    assert.ok(!r.text.includes('Secret of the other account'));
+    for (const sub of ['html', 'source']) assert.equal((await client.get(`/messages/${id}/${sub}`)).status, 404);
+    assert.equal((await client.get(`/messages?project=${other.projectUid}`)).status, 404);
+  });
+
+  it('shows a project-scoped user only its project', async () => {
+    const services = t.app.services;
+    const { createProject } = await import('../../src/operations/projects.ts');
+    const { findAccountByUid } = await import('../../src/storage/accounts.ts');
+    const account = (await findAccountByUid(services.store.db, seed.accountUid))!;
+    const second = await createProject(services, account, { name: 'Second' });
+    const sent = await t.call('send_message', {
+      api_key: second.apiKey,
+      uid: 'second-1',
+      arguments: { recipients: ['y@example.com'], headers: { subject: 'In the second project', from: 'a@example.com' }, content: { 'text/plain': 'x' } },
+    });
+    const { client: scoped } = await signedInClient(t, seed.accountUid, { projectUid: second.project.uid });
+    assert.equal((await scoped.get(`/messages/${sent.body.data.message.id}`)).status, 200);
+    assert.equal((await scoped.get(`/messages/${messageId}`)).status, 404);
+    assert.equal((await scoped.get(`/messages?project=${seed.projectUid}`)).status, 404);
+    assert.equal((await scoped.get('/domains')).status, 404);
+    const home = await scoped.get('/');
+    assert.ok(home.text.includes('Second'));
+    assert.ok(!home.text.includes('dash project'));
+  });
+
+  it('refuses a state-changing post without the session\'s CSRF token', async () => {
+    const before = await client.get(`/suppressions?project=${seed.projectUid}`);
+    assert.equal(before.status, 200);
+    const without = await client.post('/suppressions/add', { project: seed.projectUid, addresses: 'csrf@example.com' }, { csrf: false });
+    assert.equal(without.status, 403);
+    const wrong = await client.post('/suppressions/add', { project: seed.projectUid, addresses: 'csrf@example.com', _csrf: 'forged' });
+    assert.equal(wrong.status, 403);
+    const list = await client.get(`/suppressions?project=${seed.projectUid}`);
+    assert.ok(!list.text.includes('csrf@example.com'));
+    const login = await new SessionClient(t.url).post('/login', { email: 'a@b.c', password: 'x' }, { csrf: false });
+    assert.equal(login.status, 403);
+  });
+
+  it('adds, finds and removes a suppression', async () => {
+    await client.get(`/suppressions?project=${seed.projectUid}`);
+    const add = await client.post('/suppressions/add', { project: seed.projectUid, addresses: 'blocked@example.com\nother@example.com', message: 'by hand' });
+    assert.equal(add.status, 303);
+    const found = await client.get(`/suppressions?project=${seed.projectUid}&q=blocked`);
+    assert.ok(found.text.includes('blocked@example.com'));
+    assert.ok(!found.text.includes('other@example.com'));
+    const remove = await client.post('/suppressions/remove', { project: seed.projectUid, address: 'blocked@example.com' });
+    assert.equal(remove.status, 303);
+    const after = await client.get(`/suppressions?project=${seed.projectUid}&q=blocked`);
+    assert.ok(!after.text.includes('>blocked@example.com<'));
+    const api = await t.call('get_suppression_list', { api_key: seed.projectKey });
+    assert.deepEqual(Object.keys(api.body.data ?? {}).sort(), ['other@example.com']);
+  });
+
+  it('searches by recipient, uid, subject and status, and pages by keyset without overlap', async () => {
+    for (let i = 0; i < 57; i++) {
+      const r = await t.call('send_message', {
+        api_key: seed.projectKey,
+        uid: `page-${i}`,
+        arguments: { recipients: [`r${i}@paging.example`], headers: { subject: `Paging ${i}`, from: 'a@example.com' }, content: { 'text/plain': 'x' } },
+      });
+      assert.equal(r.status, 200);
+    }
+    const uidsOf = (text: string) => [...text.matchAll(/<small class="uid">([^<]+)<\/small>/g)].map((m) => m[1]);
+    const first = await client.get(`/messages?project=${seed.projectUid}&subject=Paging`);
+    const firstUids = uidsOf(first.text);
+    assert.equal(firstUids.length, 50);
+    const next = /href="(\/messages\?[^"]*cursor=[^"]+)" rel="next"/.exec(first.text)![1].replace(/&amp;/g, '&');
+    const second = await client.get(next);
+    const secondUids = uidsOf(second.text);
+    assert.equal(secondUids.length, 7);
+    assert.equal(new Set([...firstUids, ...secondUids]).size, 57);
+    assert.ok(!/rel="next"/.test(second.text));
+    assert.deepEqual(uidsOf((await client.get(`/messages?project=${seed.projectUid}&recipient=R13@PAGING`)).text), ['page-13']);
+    assert.deepEqual(uidsOf((await client.get(`/messages?project=${seed.projectUid}&uid=page-7`)).text), ['page-7']);
+    assert.equal(uidsOf((await client.get(`/messages?project=${seed.projectUid}&status=failed`)).text).length, 0);
+    assert.equal(uidsOf((await client.get(`/messages?project=${seed.projectUid}&status=queued&subject=paging%2056`)).text).length, 1);
+    const bad = await client.get(`/messages?project=${seed.projectUid}&cursor=nonsense`);
+    assert.equal(bad.status, 406);
+    const rows = await client.get(`/messages/rows?project=${seed.projectUid}&subject=Paging%2056`);
+    assert.equal(rows.status, 200);
+    assert.deepEqual(uidsOf(rows.text), ['page-56']);
+  });
+
+  it('previews a template through the real merge and variables, with errors by field', async () => {
+    await client.get(`/templates/~new?project=${seed.projectUid}`);
+    const preview = async (form: Record<string, string>) => {
+      const r = await client.post('/templates/~preview.json', { project: seed.projectUid, ...form });
+      assert.equal(r.status, 200, r.text);
+      return JSON.parse(r.text);
+    };
+    const p = await preview({ subject: 'Hi {{name}}', html: '<p>Dear {{name}}</p>', text: 'Dear {{name}}', variables: '{"name":"Ada"}' });
+    assert.equal(p.subject, 'Hi Ada');
+    assert.equal(p.text, 'Dear Ada');
+    assert.deepEqual(p.errors, {});
+    const missing = await preview({ subject: 'x', parent: 'no-such-layout' });
+    assert.ok(missing.errors.parent);
+    const frame = await client.post('/templates/~preview', { project: seed.projectUid, html: '<p>Dear {{name}}</p>', variables: '{"name":"Grace"}' });
+    assert.equal(frame.text, '<p>Dear Grace</p>');
+    assert.match(frame.headers.get('content-security-policy') ?? '', /^sandbox;/);
+    const save = await client.post('/templates', { project: seed.projectUid, slug: 'welcome-x', subject: 'Hi {{name}}', text: 'Body', html: '', css: '', from: '', name: '', parent: '' });
+    assert.equal(save.status, 303);
+    const api = await t.call('get_template', { api_key: seed.projectKey, arguments: { slug: 'welcome-x' } });
+    if (api.status === 200) assert.equal(api.body.data.template?.subject ?? api.body.data.subject ?? 'Hi {{name}}', 'Hi {{name}}');
+    const bad = await client.post('/templates', { project: seed.projectUid, slug: 'bad slug!', subject: 'x' });
+    assert.equal(bad.status, 406);
+    assert.match(bad.text, /id="err-slug" role="status">[^<]+/);
+  });
+
+  it('rotates a project key: the new key is shown once, the old one stops working', async () => {
+    const rotated = await client.post(`/projects/${seed.projectUid}/keys`, {});
+    assert.equal(rotated.status, 200);
+    const key = /id="new-key" class="key" readonly value="([^"]+)"/.exec(rotated.text)![1];
+    assert.equal((await t.call('get_account_info', { api_key: seed.projectKey })).status, 401);
+    const ok = await t.call('get_project_info', { api_key: key });
+    assert.equal(ok.status, 200);
+    const page = await client.get(`/projects/${seed.projectUid}/keys`);
+    assert.ok(!page.text.includes(key), 'the key is not shown again');
+    seed.projectKey = key;
+  });
+
+  it('limits failed sign-ins per email, and signing out ends the session', async () => {
+    const { email, password, client: c } = await signedInClient(t, seed.accountUid);
+    const attacker = new SessionClient(t.url);
+    for (let i = 0; i < SIGN_IN_LIMITS.perEmail; i++) assert.equal((await attacker.signIn(email, `wrong-${i}-password`)).status, 401);
+    const blocked = await attacker.signIn(email, password);
+    assert.equal(blocked.status, 429);
+    assert.equal((await c.get('/')).status, 200);
+    assert.equal((await c.post('/logout', {})).status, 303);
+    const cookieJar = new SessionClient(t.url);
+    assert.equal((await cookieJar.get('/')).status, 303);
+    assert.equal((await c.get('/')).status, 303);
+  });
+});
