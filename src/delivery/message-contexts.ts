@@ -25,6 +25,8 @@ export interface MessageContext {
   payload: MessagePayload;
   hasVariables: boolean;
   tracking: boolean;
+  /** the project's `sandbox` setting: the sandbox adapter stands in for SMTP (delivery/sandbox.ts) */
+  sandbox: boolean;
   /** composed variants: '' for the shared content, else the recipient's variables JSON */
   variants: Map<string, Promise<ComposedVariant>>;
   bytes: number;
@@ -84,6 +86,7 @@ export class MessageContexts {
           payload,
           hasVariables: payloadHasVariables(payload),
           tracking: this.trackingApplies(payload, row.settings),
+          sandbox: projectSetting(row.settings, 'sandbox') === true,
           variants: new Map(),
           bytes: row.payload.length,
         };
@@ -137,7 +140,8 @@ export class MessageContexts {
   }
 
   private async build(context: MessageContext, variables: Variables, transformHtml?: (html: string) => string): Promise<ComposedVariant> {
-    const composed = await composeMime(context.payload, variables, { date: new Date(context.createdAt), transformHtml });
+    // The Date header: acceptance, or the send_at of a scheduled message (docs/api/send-message.md).
+    const composed = await composeMime(context.payload, variables, { date: new Date(context.payload.sendAt ?? context.createdAt), transformHtml });
     const dkim = composed.fromAddress ? await findDkimKey(this.services, context.accountId, composed.fromAddress) : null;
     return { ...composed, dkim };
   }
@@ -173,6 +177,15 @@ export class MessageContexts {
       this.cache.delete(oldest.id);
       this.bytes -= oldest.bytes;
     }
+  }
+}
+
+/** One key of a project's settings JSON (operations/projects.ts declares them); undefined when unreadable. */
+function projectSetting(settingsJson: string, key: string): unknown {
+  try {
+    return (JSON.parse(settingsJson) as Record<string, unknown>)[key];
+  } catch {
+    return undefined;
   }
 }
 
