@@ -124,6 +124,41 @@ describe('SMTP submission with Nodemailer', () => {
     assert.ok(text.includes('\r\n.\r\nnot the end\r\n'), 'a dot line inside the body is content');
   });
 
+  it('is read by the reports like an API message, and a suppressed recipient is not sent to', async () => {
+    const call = (method: string, args: Record<string, unknown> = {}, uid?: string) =>
+      h.t.call(method, { api_key: h.seed.projectKey, ...(uid ? { uid } : {}), arguments: args });
+    const added = await call('add_to_suppression_list', { addresses: ['suppressed@example.test'] });
+    assert.equal(added.status, 200, JSON.stringify(added.body));
+    const raw = mimeMessage({ From: 'Reports <reports@example.test>', To: 'seen@example.test', Subject: 'for the reports', 'X-Posthorn-Uid': 'report-uid' }, 'report body\r\n');
+    const before = h.sink.received.length;
+    const t = transport();
+    await t.sendMail({ envelope: { from: 'reports@example.test', to: ['seen@example.test', 'suppressed@example.test'] }, raw });
+    t.close();
+    await h.sink.waitForReceived(before + 1, 20_000);
+    const receipt = await call('get_message_receipt', {}, 'report-uid');
+    assert.equal(receipt.status, 200, JSON.stringify(receipt.body));
+    assert.ok(receipt.body.data.message.id);
+    // Both copies end: one delivered, one not sent because suppressed (bounded wait on the report).
+    let transmissions: any = null;
+    for (let i = 0; i < 100; i++) {
+      const r = await call('get_message_transmissions', {}, 'report-uid');
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      transmissions = r.body.data.transmissions;
+      if (Object.values(transmissions).every((x: any) => x.status !== 'queued' && x.status !== 'retry')) break;
+      await h.sink.waitForReceived(h.sink.received.length + 1, 100).catch(() => undefined);
+    }
+    assert.deepEqual(Object.keys(transmissions).sort(), ['seen@example.test', 'suppressed@example.test']);
+    assert.equal(transmissions['seen@example.test'].status, 'completed');
+    assert.notEqual(transmissions['suppressed@example.test'].status, 'completed', JSON.stringify(transmissions));
+    assert.ok(!h.sink.received.slice(before).some((m) => m.to.includes('suppressed@example.test')));
+    const messages = await call('get_messages');
+    assert.equal(messages.status, 200);
+    assert.equal(messages.body.data['report-uid'].transmissions_total, 2);
+    const history = await call('messages_history');
+    assert.equal(history.status, 200, JSON.stringify(history.body));
+    assert.ok(JSON.stringify(history.body.data).includes('report-uid'));
+  });
+
   it('refuses a duplicate uid with a 5xx that says so', async () => {
     const raw = mimeMessage({ From: 'a@example.test', To: 'b@example.test', Subject: 'dup', 'X-PostageApp-Uid': 'dup-uid' }, 'x\r\n');
     const t = transport();
