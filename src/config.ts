@@ -43,6 +43,8 @@ export interface Config {
   secretKey: string | null;
   maxBodyBytes: number;
   maxRecipients: number;
+  /** how far ahead send_message's send_at may be (domain/send-at.ts) */
+  maxScheduleAheadMs: number;
   maxPerPage: number;
   dbPoolSize: number;
   // delivery
@@ -115,6 +117,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'secretKey', flag: 'secret-key', env: 'POSTHORN_SECRET_KEY', kind: 'string', doc: 'Key that encrypts stored secrets (mailbox passwords, DKIM keys). Default: a key generated into <data>/secret.key. Set it for multi-host deployments.' },
   { key: 'maxBodyBytes', flag: 'max-body-bytes', env: 'POSTHORN_MAX_BODY_BYTES', kind: 'int', doc: 'Largest accepted request body (default 20971520 = 20 MiB); larger gets 413 payload_too_large.', min: 1 },
   { key: 'maxRecipients', flag: 'max-recipients', env: 'POSTHORN_MAX_RECIPIENTS', kind: 'int', doc: 'Most recipients in one send_message (default 1000).', min: 1 },
+  { key: 'maxScheduleAheadMs', flag: 'max-schedule-ahead-ms', env: 'POSTHORN_MAX_SCHEDULE_AHEAD_MS', kind: 'int', doc: 'How far ahead send_message\'s send_at may schedule a message (default 7776000000 = 90 days); further is 406.', min: 1 },
   { key: 'maxPerPage', flag: 'max-per-page', env: 'POSTHORN_MAX_PER_PAGE', kind: 'int', doc: 'Largest per_page of listings (default 1000).', min: 1 },
   { key: 'dbPoolSize', flag: 'db-pool-size', env: 'POSTHORN_DB_POOL_SIZE', kind: 'int', doc: 'PostgreSQL connection pool size per process (default 10).', min: 1 },
   { key: 'workers', flag: 'workers', env: 'POSTHORN_WORKERS', kind: 'int', doc: 'Delivery concurrency: transmissions in flight per process (default 64).', min: 0 },
@@ -236,6 +239,7 @@ const DEFAULTS = {
   secretKey: null,
   maxBodyBytes: 20 * 1024 * 1024,
   maxRecipients: 1000,
+  maxScheduleAheadMs: 90 * 86_400_000,
   maxPerPage: 1000,
   dbPoolSize: 10,
   workers: 64,
