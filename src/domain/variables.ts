@@ -167,31 +167,40 @@ type Compiled = (context: unknown, options?: Handlebars.RuntimeOptions) => strin
 
 const MAX_CACHED = 2_000;
 const MAX_CACHED_CHARS = 32 * 1024 * 1024;
-const cache = new Map<string, Compiled>();
+/**
+ * One map per escaping, keyed by the text itself: delivery passes the same string instance (the
+ * payload's part) for every recipient, and V8 keeps a string's hash on it, so a hit costs no pass
+ * over the text.
+ */
+const caches = { html: new Map<string, Compiled>(), text: new Map<string, Compiled>() };
+let cachedCount = 0;
 let cachedChars = 0;
 
 function compiled(text: string, kind: PartKind): Compiled {
-  const key = (kind === 'html' ? 'h' : 't') + text;
-  const hit = cache.get(key);
+  const cache = kind === 'html' ? caches.html : caches.text;
+  const hit = cache.get(text);
   if (hit) {
     // Least recently used out first: a hit moves to the end.
-    cache.delete(key);
-    cache.set(key, hit);
+    cache.delete(text);
+    cache.set(text, hit);
     return hit;
   }
   const ast = parse(text);
-  const fn = engine.compile(ast, { noEscape: kind !== 'html', knownHelpers: { log: false }, strict: false }) as Compiled;
+  const fn = engine.compile(ast, { noEscape: kind !== 'html', strict: false }) as Compiled;
   // Compile now (Handlebars compiles lazily on first call): errors belong to parsing, not delivery.
   try {
     fn({});
   } catch (error) {
     throw new TemplateSyntaxError(String((error as Error).message ?? error));
   }
-  cache.set(key, fn);
-  cachedChars += key.length;
-  while (cache.size > MAX_CACHED || (cachedChars > MAX_CACHED_CHARS && cache.size > 1)) {
-    const oldest = cache.keys().next().value as string;
-    cache.delete(oldest);
+  cache.set(text, fn);
+  cachedCount += 1;
+  cachedChars += text.length;
+  while (cachedCount > MAX_CACHED || (cachedChars > MAX_CACHED_CHARS && cachedCount > 1)) {
+    const from = caches.html.size >= caches.text.size ? caches.html : caches.text;
+    const oldest = from.keys().next().value as string;
+    from.delete(oldest);
+    cachedCount -= 1;
     cachedChars -= oldest.length;
   }
   return fn;
