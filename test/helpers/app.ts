@@ -8,6 +8,7 @@ import { createAccount } from '../../src/operations/accounts.ts';
 import { createProject } from '../../src/operations/projects.ts';
 import { createLogger } from '../../src/log.ts';
 import { freshDatabaseUrl, releaseDatabaseUrl } from './databases.ts';
+import { checkMethodData } from './method-data.ts';
 
 export interface TestApp {
   app: App;
@@ -82,6 +83,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     } catch {
       /* leave as text */
     }
+    checkMethodData(pathname, res.status, parsed);
     return { status: res.status, headers: res.headers, body: parsed };
   }
 

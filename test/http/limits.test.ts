@@ -1,0 +1,128 @@
+// The rules every method's arguments follow (docs/api/README.md, "Limits on every argument"), the
+// per-key rate limit (429 with Retry-After) and the 503 of an unavailable database, against the
+// real server on the configured database.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { StoreUnavailableError } from '../../src/domain/errors.ts';
+import { MAX_ARGUMENT_DEPTH, MAX_ARRAY_ITEMS } from '../../src/http/api/argument-policy.ts';
+import { apiErrorOf } from '../../src/http/api/envelope.ts';
+import { ALL_METHODS } from '../../src/http/api/methods/index.ts';
+import { parseRateLimit } from '../../src/operations/rate-limits.ts';
+import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
+
+const NUL = '\u0000';
+
+function nested(levels: number): unknown {
+  let value: unknown = 'x';
+  for (let i = 0; i < levels; i++) value = { a: value };
+  return value;
+}
+
+describe('one argument policy for every method', () => {
+  let t: TestApp;
+  let seed: Seed;
+  before(async () => {
+    t = await startTestApp();
+    seed = await t.seed();
+  });
+  after(() => t.close());
+
+  const keyFor = (m: (typeof ALL_METHODS)[number]) => (m.key === 'account' ? seed.accountKey : seed.projectKey);
+
+  it('refuses a NUL character in any string argument of any method, 406 naming its path, and stores nothing', async () => {
+    for (const m of ALL_METHODS) {
+      const props = Object.keys(m.args.properties);
+      const field = props[0] ?? 'anything';
+      const r = await t.call(m.name, { api_key: keyFor(m), arguments: { [field]: `a${NUL}b` } });
+      assert.equal(r.status, 406, `${m.name}.${field}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.response.status, 'call_error');
+      assert.match(r.body.response.message, new RegExp(`"arguments\\.${field.replace('/', '\\/')}" must not contain the NUL character`), m.name);
+    }
+    // Deep inside, in keys, and at the top level (the uid) as well.
+    const deep = await t.call('send_message', { api_key: seed.projectKey, arguments: { recipients: ['a@example.com', `b${NUL}@example.com`], content: 'x' } });
+    assert.equal(deep.status, 406);
+    assert.match(deep.body.response.message, /"arguments\.recipients\[1\]"/);
+    const key = await t.call('send_message', { api_key: seed.projectKey, arguments: { recipients: 'a@example.com', content: 'x', variables: { [`n${NUL}`]: 1 } } });
+    assert.equal(key.status, 406);
+    assert.match(key.body.response.message, /key of "arguments\.variables"/);
+    const uid = await t.call('send_message', { api_key: seed.projectKey, uid: `u${NUL}`, arguments: { recipients: 'a@example.com', content: 'x' } });
+    assert.equal(uid.status, 406);
+    assert.match(uid.body.response.message, /"uid"/);
+    const project = await t.call('create_project', { api_key: seed.accountKey, arguments: { name: `P${NUL}` } });
+    assert.equal(project.status, 406);
+    const list = await t.call('list_projects', { api_key: seed.accountKey });
+    assert.equal(list.body.data.projects.length, 1, 'nothing was created');
+  });
+
+  it(`refuses arguments nested deeper than ${MAX_ARGUMENT_DEPTH} levels (even 5,000) with 406 naming the path, in every method`, async () => {
+    // Written by hand: JSON.stringify itself overflows the stack on such a value.
+    const deep = `${'{"a":'.repeat(5000)}"x"${'}'.repeat(5000)}`;
+    for (const m of ALL_METHODS) {
+      const body = `{"api_key":${JSON.stringify(keyFor(m))},"arguments":{"settings":${deep}}}`;
+      const r = await t.post(`/v.1.1/${m.name}`, body, { 'content-type': 'application/json' });
+      assert.equal(r.status, 406, m.name);
+      assert.match(r.body.response.message, /"arguments\.settings(\.a)*" is nested deeper than 32 levels/, m.name);
+    }
+    // Just under the limit is the method's business, not the policy's.
+    const ok = await t.call('update_account', { api_key: seed.accountKey, arguments: { settings: { deep: nested(MAX_ARGUMENT_DEPTH - 4) } } });
+    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+  });
+
+  it(`refuses an array of more than ${MAX_ARRAY_ITEMS} items, 406 naming it`, async () => {
+    const r = await t.call('send_message', { api_key: seed.projectKey, arguments: { recipients: new Array(MAX_ARRAY_ITEMS + 1).fill('a@example.com'), content: 'x' } });
+    assert.equal(r.status, 406);
+    assert.match(r.body.response.message, /"arguments\.recipients" holds 10001 items/);
+  });
+
+  it('names the argument path of a wrong type found by the schema, nested', async () => {
+    const r = await t.call('send_message', { api_key: seed.projectKey, arguments: { recipients: 'a@example.com', content: { 'text/plain': ['x'] } } });
+    assert.equal(r.status, 406);
+    assert.match(r.body.response.message, /argument "content\.text\/plain" must be a string, got an array/);
+  });
+});
+
+describe('per-key rate limit', () => {
+  let t: TestApp;
+  let seed: Seed;
+  before(async () => {
+    t = await startTestApp({ config: { rateLimitPerKey: '3/1h' } });
+    seed = await t.seed();
+  });
+  after(() => t.close());
+
+  it('answers 429 too_many_requests with Retry-After once a key has used its budget; other keys keep theirs', async () => {
+    for (let i = 0; i < 3; i++) assert.equal((await t.call('get_method_list', { api_key: seed.projectKey, uid: i })).status, 200);
+    const over = await t.call('get_method_list', { api_key: seed.projectKey, uid: 'over' });
+    assert.equal(over.status, 429);
+    assert.equal(over.body.response.status, 'too_many_requests');
+    assert.equal(over.body.response.uid, 'over');
+    assert.match(over.body.response.message, /--rate-limit-per-key 3\/1h/);
+    const retryAfter = Number(over.headers.get('retry-after'));
+    assert.ok(retryAfter >= 1 && retryAfter <= 1200, String(retryAfter));
+    // Its sends are refused too, and nothing is stored.
+    assert.equal((await t.call('send_message', { api_key: seed.projectKey, arguments: { recipients: 'a@example.com', content: 'x' } })).status, 429);
+    assert.equal((await t.call('get_method_list', { api_key: seed.accountKey })).status, 200);
+  });
+
+  it('is off by default, and its option is read as N/window', async () => {
+    assert.equal(parseRateLimit(null), null);
+    assert.equal(parseRateLimit('off'), null);
+    assert.deepEqual(parseRateLimit('600/1m'), { requests: 600, windowMs: 60_000 });
+    assert.deepEqual(parseRateLimit('20/s'), { requests: 20, windowMs: 1000 });
+    assert.throws(() => parseRateLimit('fast'), /--rate-limit-per-key must be "N\/window"/);
+    assert.throws(() => parseRateLimit('0/1s'), /at least 1 request/);
+  });
+});
+
+describe('an unavailable database', () => {
+  it('is answered 503 service_unavailable naming the cause, with Retry-After; never a 500', () => {
+    const error = apiErrorOf(new Error('write failed', { cause: new StoreUnavailableError('disk full: /var/lib/posthorn/posthorn.db') }));
+    assert.equal(error.httpCode, 503);
+    assert.equal(error.status, 'service_unavailable');
+    assert.match(error.message, /disk full: \/var\/lib\/posthorn\/posthorn\.db/);
+    assert.match(error.message, /nothing of this call was stored/);
+    assert.equal((error as unknown as { retryAfterSeconds: number }).retryAfterSeconds > 0, true);
+    assert.equal(apiErrorOf(new Error('secret internals')).httpCode, 500);
+    assert.doesNotMatch(apiErrorOf(new Error('secret internals')).message, /secret internals/);
+  });
+});
