@@ -162,9 +162,15 @@ export async function getMessageContent(services: Services, message: Message, re
     headers,
     text: render(payload.text),
     html: render(payload.html),
-    attachments: (payload.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.contentType, sizeBytes: Math.floor((a.content.length * 3) / 4) })),
+    attachments: (payload.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.contentType, sizeBytes: base64Bytes(a.content) })),
     renderedFor: copy?.recipient ?? null,
   };
+}
+
+/** Decoded size of base64 text (whitespace already removed at acceptance), without decoding it. */
+function base64Bytes(b64: string): number {
+  const padding = b64.endsWith('==') ? 2 : b64.endsWith('=') ? 1 : 0;
+  return Math.floor((b64.length * 3) / 4) - padding;
 }
 
 function variablesFor(payload: MessagePayload, copy: Transmission | undefined): Variables {

@@ -114,6 +114,27 @@ describe('dashboard over HTTP', () => {
     assert.match(r.text, /Subject: /);
   });
 
+  it('answers the same content and source through the API (get_message_content, get_message_source)', async () => {
+    const content = await t.call('get_message_content', { api_key: seed.projectKey, uid: 'hostile-1' });
+    assert.equal(content.status, 200, JSON.stringify(content.body));
+    const m = content.body.data.message;
+    assert.equal(m.uid, 'hostile-1');
+    assert.equal(m.subject, `Hello ${SCRIPT}`);
+    assert.equal(m.recipient, 'victim@example.com');
+    assert.ok(m.html.includes(SCRIPT));
+    assert.deepEqual(m.attachments, [{ filename: `${SCRIPT}.txt`, content_type: 'text/plain', size: 1 }]);
+    const source = await t.call('get_message_source', { api_key: seed.projectKey, arguments: { uid: 'hostile-1' } });
+    assert.equal(source.status, 200);
+    const page = await client.get(`/messages/${messageId}/source`);
+    // The same composition; only MIME boundaries are random per build.
+    const sameBoundaries = (mime: string) => mime.replace(/_NmP-[0-9a-f]+-Part/g, '_NmP-B-Part');
+    assert.equal(sameBoundaries(Buffer.from(source.body.data.message.source, 'base64').toString('utf8')), sameBoundaries(page.text));
+    const missing = await t.call('get_message_content', { api_key: seed.projectKey, uid: 'no-such-message' });
+    assert.equal(missing.status, 404);
+    const theirs = await t.call('get_message_content', { api_key: other.projectKey, uid: 'hostile-1' });
+    assert.equal(theirs.status, 404);
+  });
+
   it('shows another account\'s message exactly as a message that does not exist', async () => {
     const theirs = await t.call('send_message', {
       api_key: other.projectKey,
