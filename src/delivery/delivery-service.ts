@@ -29,7 +29,8 @@ import {
   type FinishInput,
   type FinishState,
 } from '../storage/delivery-queue.ts';
-import { recordEvent, type EventType } from '../storage/events.ts';
+import { buildEventPayload, type OutcomeEventKind } from '../domain/events.ts';
+import { recordEvent } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
 import { findActiveSuppression, recordBounce } from '../storage/suppressions.ts';
 import { addressedMime, envelopeAddress } from './compose.ts';
@@ -317,7 +318,7 @@ export class DeliveryService implements BackgroundService {
     const now = services.clock.now();
     let state: FinishState;
     let resultMessage = outcome.resultMessage;
-    let eventType: EventType;
+    let eventType: OutcomeEventKind;
     let kind = outcome.kind;
     if (outcome.kind === 'sent') {
       state = { status: 'completed', at: now };
@@ -353,31 +354,32 @@ export class DeliveryService implements BackgroundService {
         await recordBounce(trx, { projectId: t.project_id, address, kind: outcome.bounce, message: `${outcome.resultCode} ${outcome.resultMessage}`, now, transmissionId: t.id });
       }
       if (context) {
-        await recordEvent(trx, {
-          accountId: context.accountId,
-          projectId: t.project_id,
-          type: eventType,
-          payload: {
-            transmission_id: t.id,
-            message_id: context.id,
-            message_uid: context.uid,
-            unique_id: context.uniqueId,
-            project_uid: context.projectUid,
+        const payload = buildEventPayload(
+          {
+            transmissionId: t.id,
+            messageId: context.id,
+            messageUid: context.uid,
+            uniqueId: context.uniqueId,
+            projectUid: context.projectUid,
             recipient: t.recipient,
-            delivered_to: address,
+            globalVariables: context.payload.variables,
+            recipientVariables: t.variables,
+          },
+          {
+            kind: eventType,
+            deliveredTo: address,
             status: state.status,
             outcome: kind,
-            result_code: outcome.resultCode,
-            result_message: resultMessage,
+            resultCode: outcome.resultCode,
+            resultMessage: resultMessage,
             host: outcome.host,
             attempts,
-            created_at: formatIsoTime(t.created_at),
-            occurred_at: formatIsoTime(now),
-            next_attempt_at: state.status === 'retry' ? formatIsoTime(state.nextAttemptAt) : null,
-            variables: this.contexts.variablesOf(context, t),
+            createdAt: t.created_at,
+            nextAttemptAt: state.status === 'retry' ? state.nextAttemptAt : null,
           },
           now,
-        });
+        );
+        await recordEvent(trx, { accountId: context.accountId, projectId: t.project_id, type: eventType, payload, now });
       }
     };
     const recorded = await this.finishSoon({ finish, alongside });

@@ -12,8 +12,8 @@
 // late report), but the suppression is still applied.
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { bounceFromText, classifyDeliveryStatus, parseDeliveryStatus, type BounceVerdict } from '../domain/dsn.ts';
+import { buildEventPayload, readAcceptedPayload, transmissionStatusName } from '../domain/events.ts';
 import { parsePayload } from '../domain/message-payload.ts';
-import { formatIsoTime } from '../domain/time.ts';
 import { failTransmissionByBounce, findBounceTarget, type BounceTarget } from '../storage/bounces.ts';
 import { recordEvent } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
@@ -87,30 +87,33 @@ async function applyVerdict(trx: Tx, transmissionId: number, verdict: BounceVerd
   if (t.status === 'failed') return 'suppressed';
 
   await failTransmissionByBounce(trx, t.id, { code: verdict.resultCode, message: verdict.resultMessage, now });
-  await recordEvent(trx, {
-    accountId: t.account_id,
-    projectId: t.project_id,
-    type: 'bounced',
-    payload: {
-      transmission_id: t.id,
-      message_id: t.message_id,
-      message_uid: t.message_uid,
-      unique_id: t.unique_id,
-      project_uid: t.project_uid,
+  const payload = buildEventPayload(
+    {
+      transmissionId: t.id,
+      messageId: t.message_id,
+      messageUid: t.message_uid,
+      uniqueId: t.unique_id,
+      projectUid: t.project_uid,
       recipient: t.recipient,
-      delivered_to: deliveredTo,
-      previous_status: t.status,
+      globalVariables: readAcceptedPayload(t.payload).globalVariables,
+      recipientVariables: t.variables,
+    },
+    {
+      kind: 'bounced',
+      deliveredTo,
       status: 'failed',
       outcome: 'failed',
-      result_code: verdict.resultCode,
-      result_message: verdict.resultMessage,
-      bounce_type: verdict.severity,
-      source: verdict.source,
-      created_at: formatIsoTime(t.created_at),
-      occurred_at: formatIsoTime(now),
+      resultCode: verdict.resultCode,
+      resultMessage: verdict.resultMessage,
+      host: null,
+      attempts: Number(t.attempts),
+      createdAt: Number(t.created_at),
+      nextAttemptAt: null,
+      bounce: { type: verdict.severity, source: verdict.source, previousStatus: transmissionStatusName(t.status) },
     },
     now,
-  });
+  );
+  await recordEvent(trx, { accountId: t.account_id, projectId: t.project_id, type: 'bounced', payload, now });
   return 'failed';
 }
 

@@ -9,7 +9,7 @@
 // copy a worker holds under a live lease is being delivered now (it may already be on the wire).
 import { ApiError } from '../domain/errors.ts';
 import { addressKey } from '../domain/recipients.ts';
-import { formatIsoTime } from '../domain/time.ts';
+import { buildEventPayload, readAcceptedPayload } from '../domain/events.ts';
 import type { Services } from '../services.ts';
 import { cancelWaitingTransmissions, findProjectMessage, listTransmissionStates } from '../storage/cancellations.ts';
 import { recordEvent } from '../storage/events.ts';
@@ -47,29 +47,34 @@ export async function cancelMessage(services: Services, caller: ProjectCaller, i
   const now = services.clock.now();
   const { cancelled, states } = await services.store.write(async (trx) => {
     const rows = await cancelWaitingTransmissions(trx, { messageId: message.id, recipients: only, now, resultCode: RESULT_CANCELLED.code, resultMessage: RESULT_CANCELLED.message });
+    const { globalVariables, recipientOverride } = readAcceptedPayload(message.payload);
     for (const row of rows) {
-      await recordEvent(trx, {
-        accountId: caller.account.id,
-        projectId: project.id,
-        type: 'cancelled',
-        payload: {
-          transmission_id: row.id,
-          message_id: message.id,
-          message_uid: message.uid,
-          unique_id: message.unique_id,
-          project_uid: project.uid,
+      const payload = buildEventPayload(
+        {
+          transmissionId: row.id,
+          messageId: message.id,
+          messageUid: message.uid,
+          uniqueId: message.unique_id,
+          projectUid: project.uid,
           recipient: row.recipient,
+          globalVariables,
+          recipientVariables: row.variables,
+        },
+        {
+          kind: 'cancelled',
+          deliveredTo: recipientOverride ?? row.recipient,
           status: 'failed',
           outcome: 'cancelled',
-          result_code: RESULT_CANCELLED.code,
-          result_message: RESULT_CANCELLED.message,
-          attempts: row.attempts,
-          created_at: formatIsoTime(row.created_at),
-          occurred_at: formatIsoTime(now),
-          variables: parseVariables(row.variables),
+          resultCode: RESULT_CANCELLED.code,
+          resultMessage: RESULT_CANCELLED.message,
+          host: null,
+          attempts: Number(row.attempts),
+          createdAt: Number(row.created_at),
+          nextAttemptAt: null,
         },
         now,
-      });
+      );
+      await recordEvent(trx, { accountId: caller.account.id, projectId: project.id, type: 'cancelled', payload, now });
     }
     return { cancelled: rows, states: await listTransmissionStates(trx, message.id) };
   });
@@ -87,11 +92,3 @@ export async function cancelMessage(services: Services, caller: ProjectCaller, i
   return { message: { id: message.id, uid: message.uid }, cancelled: cancelled.map((r) => r.recipient), notCancelled };
 }
 
-function parseVariables(json: string | null): unknown {
-  if (json === null) return {};
-  try {
-    return JSON.parse(json);
-  } catch {
-    return {};
-  }
-}

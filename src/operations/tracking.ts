@@ -1,12 +1,11 @@
-// Recording opens and clicks (issue 6). The first open (or click) of a transmission sets
+// Recording opens and clicks (docs/tracking.md). The first open (or click) of a transmission sets
 // opened_at (clicked_at) and writes one 'opened' ('clicked') event in the same transaction, so
 // get_message_transmissions, metrics and webhooks agree; later ones change nothing. A click also
 // counts as an open (an image-blocking mail client still opened the mail to click).
-import type { EventType } from '../storage/events.ts';
+import { buildEventPayload, readAcceptedPayload, type ReaderDetails } from '../domain/events.ts';
 import { recordEvent } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
 import { findTransmissionSubject, setFirstTrackingTime } from '../storage/transmissions.ts';
-import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../services.ts';
 
 export interface TrackingHit {
@@ -39,31 +38,20 @@ async function record(services: Services, hit: TrackingHit, kinds: Array<'opened
   if (wrote) services.store.wake('events');
 }
 
-async function writeEvent(trx: Tx, type: EventType, hit: TrackingHit, now: number): Promise<void> {
+async function writeEvent(trx: Tx, kind: 'opened' | 'clicked', hit: TrackingHit, now: number): Promise<void> {
   const row = await findTransmissionSubject(trx, hit.transmissionId);
   if (!row) return;
-  let variables: unknown = null;
-  try {
-    variables = row.variables ? JSON.parse(row.variables) : null;
-  } catch {
-    variables = null;
-  }
-  await recordEvent(trx, {
-    accountId: Number(row.account_id),
-    projectId: Number(row.project_id),
-    type,
-    payload: {
-      transmission_id: Number(row.transmission_id),
-      message_id: Number(row.message_id),
-      message_uid: row.message_uid,
-      unique_id: row.unique_id,
-      project_uid: row.project_uid,
-      recipient: row.recipient,
-      ...(type === 'clicked' ? { url: hit.url } : {}),
-      user_agent: hit.userAgent,
-      occurred_at: formatIsoTime(now),
-      variables,
-    },
-    now,
-  });
+  const details: ReaderDetails = kind === 'clicked' ? { kind, userAgent: hit.userAgent, url: hit.url ?? '' } : { kind, userAgent: hit.userAgent };
+  const subject = {
+    transmissionId: Number(row.transmission_id),
+    messageId: Number(row.message_id),
+    messageUid: row.message_uid,
+    uniqueId: row.unique_id,
+    projectUid: row.project_uid,
+    recipient: row.recipient,
+    globalVariables: readAcceptedPayload(row.payload).globalVariables,
+    recipientVariables: row.variables,
+  };
+  await recordEvent(trx, { accountId: Number(row.account_id), projectId: Number(row.project_id), type: kind, payload: buildEventPayload(subject, details, now), now });
 }
+

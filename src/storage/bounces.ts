@@ -9,6 +9,9 @@ export interface BounceTarget {
   recipient: string;
   status: string;
   created_at: number;
+  attempts: number;
+  /** the recipient's own variables (JSON), for the event */
+  variables: string | null;
   message_id: number;
   message_uid: string;
   unique_id: string;
@@ -29,6 +32,8 @@ export async function findBounceTarget(db: Tx, transmissionId: number): Promise<
       'transmissions.recipient',
       'transmissions.status',
       'transmissions.created_at',
+      'transmissions.attempts',
+      'transmissions.variables',
       'messages.id as message_id',
       'messages.uid as message_uid',
       'messages.unique_id',

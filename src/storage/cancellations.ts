@@ -13,11 +13,13 @@ export interface CancellableMessage {
   id: number;
   uid: string;
   unique_id: string;
+  /** the accepted content (JSON): read for the global variables of the events */
+  payload: string;
 }
 
 /** The project's message by uid or by id; undefined when it has none such. */
 export async function findProjectMessage(db: Tx, projectId: number, key: { uid?: string; id?: number }): Promise<CancellableMessage | undefined> {
-  let query = db.selectFrom('messages').select(['id', 'uid', 'unique_id']).where('project_id', '=', projectId);
+  let query = db.selectFrom('messages').select(['id', 'uid', 'unique_id', 'payload']).where('project_id', '=', projectId);
   if (key.id !== undefined) query = query.where('id', '=', key.id);
   if (key.uid !== undefined) query = query.where('uid', '=', key.uid);
   return query.executeTakeFirst();

@@ -1,14 +1,17 @@
 // The outbox: an event row is written in the same transaction as the change it reports, so a
 // change and its notification are never separated by a crash. The webhook dispatcher delivers them.
+// Kinds and payloads are defined once, in src/domain/events.ts: every producer in src/ builds a
+// payload with its buildEventPayload (test/domain/events.test.ts checks); this module only writes.
+import type { EventKind } from '../domain/events.ts';
 import type { Tx } from './store.ts';
 
-export type EventType = 'delivered' | 'failed' | 'bounced' | 'retry' | 'opened' | 'clicked' | 'unsubscribed' | 'spammed' | 'cancelled';
+export type EventType = EventKind;
 
 export interface NewEvent {
   accountId: number;
   projectId: number | null;
   type: EventType;
-  payload: Record<string, unknown>;
+  payload: Readonly<Record<string, unknown>>;
   now: number;
 }
 

@@ -54,6 +54,7 @@ export async function findTransmissionSubject(db: Tx, id: number) {
       'messages.id as message_id',
       'messages.uid as message_uid',
       'messages.unique_id',
+      'messages.payload',
       'projects.id as project_id',
       'projects.uid as project_uid',
       'projects.account_id',
