@@ -222,6 +222,8 @@ export interface Database {
   outbound_requests: import('./outbound-schema.ts').OutboundRequestsTable;
   outbound_attempts: import('./outbound-schema.ts').OutboundAttemptsTable;
   inbound_emails: import('./outbound-schema.ts').InboundEmailsTable;
+  dashboard_users: import('./dashboard-schema.ts').DashboardUsersTable;
+  dashboard_sessions: import('./dashboard-schema.ts').DashboardSessionsTable;
 }
 
 export type Account = Selectable<AccountsTable>;

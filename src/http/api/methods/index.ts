@@ -6,6 +6,7 @@ import { reportsMethods } from './reports.ts';
 import { sendMethods } from './send.ts';
 import { cancelMessageMethods } from './cancel-message.ts';
 import { templatePreviewMethods } from './template-preview.ts';
+import { messageContentMethods } from './message-content.ts';
 import { compileArgs, type ArgsChecker } from '../schema.ts';
 import type { MethodDef } from './types.ts';
 import { webhooksMethods } from './webhooks.ts';
@@ -17,6 +18,7 @@ export const ALL_METHODS: readonly MethodDef[] = [
   ...accountMethods,
   ...deliveryMethods,
   ...webhooksMethods,
+  ...messageContentMethods,
   ...metaMethods(() => ALL_METHODS),
 ];
 
