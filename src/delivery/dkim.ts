@@ -1,4 +1,4 @@
-// DKIM signing keys for outgoing mail (issue 3, "Domains"). Delivery asks findDkimKey for each
+// DKIM signing keys for outgoing mail (docs/domains-and-bounces.md). Delivery asks findDkimKey for each
 // message and hands the result to Nodemailer's `dkim` option ({domainName, keySelector, privateKey}).
 //
 // Which key: the sending account's domain equal to the From address's domain, else the nearest

@@ -3,7 +3,7 @@
 // round trips per message on a reused connection. Where the server announces PIPELINING, this
 // sends MAIL FROM, RCPT TO and DATA in one write and reads the three replies in order: two round
 // trips per message (envelope, then the message itself), which on a pooled connection is what
-// bounds a connection's rate (issue 5).
+// bounds a connection's rate (docs/decisions/0003-performance.md).
 //
 // It replaces SMTPConnection.prototype._setEnvelope, but acts only for connections created with
 // the option `posthornPipelining: true` (delivery's pools) and one recipient (delivery sends one

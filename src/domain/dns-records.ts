@@ -1,4 +1,4 @@
-// Sending domains (issue 3, "Domains"): the DNS records a domain publishes, and how what DNS
+// Sending domains (docs/domains-and-bounces.md): the DNS records a domain publishes, and how what DNS
 // answers compares with them. Pure: the lookups happen in operations/domains.ts.
 //
 //   dkim         TXT  <selector>._domainkey.<domain>  "v=DKIM1; k=rsa; p=<public key>"   (required)

@@ -1,4 +1,4 @@
-// A bounce that arrived by mail (issue 3): the SMTP edge (src/smtp/) hands over the raw message and
+// A bounce that arrived by mail (docs/domains-and-bounces.md): the SMTP edge (src/smtp/) hands over the raw message and
 // the transmissions its VERP recipients name; this reads the report and records what it means.
 //
 //   1. read the mail: the message/delivery-status part if any (RFC 3464), else text heuristics

@@ -1,4 +1,4 @@
-// Sending domains of an account (issue 3, "Domains"): create (with a fresh 2048-bit RSA DKIM key),
+// Sending domains of an account (docs/domains-and-bounces.md): create (with a fresh 2048-bit RSA DKIM key),
 // list, get, check the DNS records, delete. The private key is sealed with services.secrets before
 // it is stored and is never returned or logged; answers carry the records to publish instead.
 import { generateKeyPair } from 'node:crypto';

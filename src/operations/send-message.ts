@@ -1,4 +1,4 @@
-// send_message: accept a message for delivery. The ingest hot path (issue 5: ~10,000 durable
+// send_message: accept a message for delivery. The ingest hot path (docs/decisions/0003-performance.md: ~10,000 durable
 // requests/s on SQLite), so it does exactly this much I/O: one template-chain query (only when a
 // template is named), then ONE transaction holding one message INSERT ... RETURNING id and one
 // multi-row transmissions INSERT. A duplicate uid is found by the unique constraint, not a SELECT.

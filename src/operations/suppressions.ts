@@ -1,4 +1,4 @@
-// Managing a project's suppression list by hand (issue 3): add addresses (`rejected`, `manual`) and
+// Managing a project's suppression list by hand (docs/domains-and-bounces.md): add addresses (`rejected`, `manual`) and
 // remove entries (hard, soft or manual). Bounces add entries through storage/suppressions.ts
 // recordBounce; get_suppression_list (reports) reads them, and can present them with
 // presentSuppression below.

@@ -1,4 +1,4 @@
-// Webhook endpoints of an account (issue 6) and the record of what was posted to them.
+// Webhook endpoints of an account (docs/webhooks.md) and the record of what was posted to them.
 //
 // Invariants: an endpoint's secret is stored sealed and returned only by createWebhook and
 // rotateWebhookSecret; a URL is checked against the SSRF policy when it is saved (and again by the

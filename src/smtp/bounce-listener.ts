@@ -1,4 +1,4 @@
-// The bounce listener (issue 3): an SMTP server that receives bounces addressed to our VERP return
+// The bounce listener (docs/domains-and-bounces.md): an SMTP server that receives bounces addressed to our VERP return
 // paths. It is an edge: it checks recipients (only verified VERP addresses on the bounce domain),
 // reads the message within a size limit, and hands it to operations/bounces.ts. The 250 after DATA
 // is sent only once the bounce is committed; a failure answers 451 so the sender retries (nothing

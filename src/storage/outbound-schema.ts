@@ -1,4 +1,4 @@
-// Row types of the tables of migration 040 (issue 6: webhooks, outbound requests, inbound emails).
+// Row types of the tables of migration 040 (webhooks, outbound requests, inbound emails: docs/webhooks.md, docs/mailboxes.md).
 // Kept beside schema.ts so that file's Database interface only names them.
 import type { Generated, Selectable } from 'kysely';
 

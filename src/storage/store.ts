@@ -4,7 +4,7 @@
 // units that arrive within one event-loop turn share ONE transaction and ONE fsync: each unit runs
 // inside its own SAVEPOINT, so a unit that throws is rolled back alone and rejects alone, and no
 // unit's promise settles before the shared COMMIT is durable. This is what lets a durable
-// send_message answer thousands of times a second on one SQLite file (bench/, issue 5).
+// send_message answer thousands of times a second on one SQLite file (bench/, docs/decisions/0003-performance.md).
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';

@@ -1,4 +1,4 @@
-// The suppression list (issue 3, "Bounces and suppression"). Delivery calls findActiveSuppression
+// The suppression list (docs/domains-and-bounces.md). Delivery calls findActiveSuppression
 // before sending and recordBounce with each hard or soft failure; the API adds and removes entries.
 // Rules (docs/domains-and-bounces.md): a hard bounce makes the address `rejected`/`hard_bounce`
 // until removed; SOFT_BOUNCE_THRESHOLD soft failures within SOFT_BOUNCE_WINDOW_MS make it

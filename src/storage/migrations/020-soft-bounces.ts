@@ -1,4 +1,4 @@
-// Soft-bounce counters (issue 3): soft failures of an address are counted here until they reach
+// Soft-bounce counters (docs/domains-and-bounces.md): soft failures of an address are counted here until they reach
 // the threshold that puts it on the suppression list as a `warning` (storage/suppressions.ts).
 // Kept apart from `suppressions` so that the suppression list holds only real entries.
 import type { Kysely } from 'kysely';

@@ -1,4 +1,4 @@
-// Talking back to the application (issue 6): the outbound request queue shared by webhooks and
+// Talking back to the application (docs/webhooks.md, docs/mailboxes.md): the outbound request queue shared by webhooks and
 // mailbox postbacks, its attempts, webhook endpoints, inbound emails, and the per-event marker the
 // webhook fan-out progresses by.
 import { sql, type Kysely } from 'kysely';

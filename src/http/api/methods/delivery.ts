@@ -1,4 +1,4 @@
-// Delivery configuration methods (issue 3): the suppression list by hand (project key) and sending
+// Delivery configuration methods (docs/domains-and-bounces.md): the suppression list by hand (project key) and sending
 // domains with their DKIM keys and DNS records (account key). docs/domains-and-bounces.md.
 import type { Args } from '../../../domain/args.ts';
 import { formatIsoTime } from '../../../domain/time.ts';

@@ -1,4 +1,4 @@
-// Account-key methods of delivery webhooks (issue 6): endpoints, their secrets, and the record of
+// Account-key methods of delivery webhooks (docs/webhooks.md): endpoints, their secrets, and the record of
 // deliveries (pending, delivered, failed) with every attempt. Secrets appear only in the answers of
 // create_webhook and rotate_webhook_secret.
 import type { Args } from '../../../domain/args.ts';
