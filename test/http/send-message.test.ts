@@ -159,7 +159,7 @@ describe('send_message', () => {
       const { transmissions, payload } = await stored(r.body.data.message.id);
       assert.deepEqual(
         transmissions.map((tr) => [tr.recipient, tr.recipient_name, tr.variables && JSON.parse(tr.variables)]),
-        [['a@example.com', null, { name: 'Ann', n: '2' }], ['b@example.com', 'Bo', null], ['c@example.com', null, null]],
+        [['a@example.com', null, { name: 'Ann', n: 2 }], ['b@example.com', 'Bo', null], ['c@example.com', null, null]],
       );
       assert.deepEqual(payload.variables, { name: 'you' });
     });
@@ -325,14 +325,15 @@ describe('send_message', () => {
       assertError(r, 412, 'precondition_failed', /welcome/);
     });
 
-    it('stringifies scalar variables; refuses objects, arrays, and line breaks where they reach a header', async () => {
+    it('keeps variables as JSON (lists and objects for the template language); refuses line breaks where they reach a header', async () => {
       const r = await send({ recipients: { 'a@example.com': { flag: false } }, content: '{{n}} {{flag}}', variables: { n: 3.5, flag: true, skip: null } });
       assert.equal(r.status, 200);
       const { payload, transmissions } = await stored(r.body.data.message.id);
-      assert.deepEqual(payload.variables, { n: '3.5', flag: 'true' });
-      assert.deepEqual(JSON.parse(transmissions[0].variables!), { flag: 'false' });
-      assertError(await send({ recipients: 'a@example.com', content: 'x', variables: { obj: { a: 1 } } }), 406, 'call_error', /"obj"/);
-      assertError(await send({ recipients: { 'a@example.com': { list: [1] } }, content: 'x' }), 406, 'call_error', /"list"/);
+      assert.deepEqual(payload.variables, { n: 3.5, flag: true });
+      assert.deepEqual(JSON.parse(transmissions[0].variables!), { flag: false });
+      // Lists and objects are for {{#each}} and {{a.b}} (docs/templates.md).
+      const structured = await send({ recipients: { 'a@example.com': { list: [1] } }, content: '{{#each list}}{{this}}{{/each}} {{obj.a}}', variables: { obj: { a: 1 } } });
+      assert.equal(structured.status, 200, JSON.stringify(structured.body));
       assertError(await send({ recipients: 'a@example.com', content: 'x', variables: 'name=x' }), 406, 'call_error', /variables/);
       assertError(
         await send({ recipients: { 'a@example.com': { name: 'x\r\nBcc: v@example.com' } }, template: 'welcome' }),
@@ -543,7 +544,7 @@ describe('send_message at the default recipient limit', () => {
     assert.equal(r.status, 200, JSON.stringify(r.body));
     const rows = await t.app.services.store.db.selectFrom('transmissions').select(['recipient', 'variables', 'status']).where('message_id', '=', r.body.data.message.id).orderBy('id').execute();
     assert.equal(rows.length, 1000);
-    assert.deepEqual(rows[999], { recipient: 'r999@example.com', variables: '{"n":"999"}', status: 'queued' });
+    assert.deepEqual(rows[999], { recipient: 'r999@example.com', variables: '{"n":999}', status: 'queued' });
     const over = await t.call('send_message', { api_key: seed.projectKey, uid: 'bigger', arguments: { recipients: [...Object.keys(recipients), 'one-more@example.com'], content: 'x' } });
     assert.equal(over.status, 412);
     assert.match(over.body.response.message, /1001 addresses.*at most 1000/);
