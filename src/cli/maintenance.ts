@@ -1,0 +1,76 @@
+// purge and backup (docs/operations.md): the retention purge run by hand, and a consistent online
+// copy of the SQLite database. Both report progress on stderr (stdout keeps the result, JSON with
+// --json), so a script can read the result while a person watches the progress.
+import { flag, print, withServices } from './output.ts';
+import { intFlag } from './scope.ts';
+import { UsageError, type CliCommand, type CommandInput } from './types.ts';
+
+function progressLine(text: string): void {
+  process.stderr.write(process.stderr.isTTY ? `\r${text}\u001b[K` : `${text}\n`);
+}
+
+async function purge({ config, flags }: CommandInput): Promise<number> {
+  const json = flags.has('json');
+  const quiet = flags.has('quiet');
+  const { purgeExpired } = await import('../operations/retention.ts');
+  return withServices(config, async (services) => {
+    let batches = 0;
+    const totals = await purgeExpired(services, {
+      batchSize: intFlag(flags, 'batch', 200, 10_000),
+      onProgress: (t) => {
+        batches++;
+        if (!quiet) progressLine(`purged ${t.messages} messages, ${t.transmissions} transmissions, ${t.attempts} attempts, ${t.events} events, ${t.outbound_requests} outbound requests`);
+      },
+    });
+    if (!quiet && batches > 0 && process.stderr.isTTY) process.stderr.write('\n');
+    print(
+      json,
+      totals,
+      `purged: ${totals.messages} messages, ${totals.transmissions} transmissions, ${totals.attempts} attempts, ${totals.events} events, ${totals.outbound_requests} outbound requests (${totals.outbound_attempts} attempts)`,
+    );
+    return 0;
+  });
+}
+
+async function backup({ config, args, flags }: CommandInput): Promise<number> {
+  const json = flags.has('json');
+  const target = args[0] ?? flag(flags, 'file');
+  if (!target) throw new UsageError('backup needs the FILE to write');
+  const { backupDatabase, BackupUnsupportedError } = await import('../operations/backup.ts');
+  return withServices(config, async (services) => {
+    let lastPercent = -1;
+    try {
+      const result = await backupDatabase(services, target, ({ totalPages, remainingPages }) => {
+        const percent = totalPages === 0 ? 100 : Math.floor(((totalPages - remainingPages) / totalPages) * 100);
+        if (percent !== lastPercent && !flags.has('quiet')) progressLine(`backup: ${percent}% (${totalPages - remainingPages}/${totalPages} pages)`);
+        lastPercent = percent;
+      });
+      if (!flags.has('quiet') && process.stderr.isTTY) process.stderr.write('\n');
+      print(json, { file: result.file, bytes: result.bytes, pages: result.pages, duration_ms: result.durationMs }, `backup written to ${result.file} (${result.bytes} bytes, ${result.durationMs} ms)`);
+      return 0;
+    } catch (error) {
+      if (error instanceof BackupUnsupportedError) {
+        process.stderr.write(`posthorn: ${error.message}\n`);
+        return 2;
+      }
+      throw error;
+    }
+  });
+}
+
+export const maintenanceCommands: CliCommand[] = [
+  {
+    name: 'purge',
+    usage: ['purge [--batch N] [--quiet] [--json]       delete what is past its retention now (the worker role does it hourly)'],
+    description: 'Deletes messages, their transmissions, attempts, events and outbound requests older than their project\'s retention (--retention-days, or the project\'s retention_days), in small batches that never stall a running service.',
+    flags: ['json', 'batch', 'quiet'],
+    run: purge,
+  },
+  {
+    name: 'backup',
+    usage: ['backup FILE [--quiet] [--json]            consistent copy of the SQLite database, safe while serving'],
+    description: 'Copies the SQLite database with SQLite\'s online backup API while the service runs; progress on stderr. Restore: stop the service, put FILE in place of <data>/posthorn.db (remove posthorn.db-wal and -shm), start it (docs/operations.md). PostgreSQL: pg_dump / pg_restore.',
+    flags: ['json', 'file', 'quiet'],
+    run: backup,
+  },
+];

@@ -1,0 +1,96 @@
+// message: find a project's messages (by recipient, subject, template, status, uid) and show one
+// with its per-recipient timeline: accepted, each attempt with its SMTP reply, opens, clicks,
+// the final state (docs/cli.md). Message content is the sender's, shown as text only.
+import { flag, print, withServices } from './output.ts';
+import { isoTime, resolveProject, table } from './scope.ts';
+import { UsageError, type CliCommand, type CommandInput } from './types.ts';
+
+async function message({ config, args, flags }: CommandInput): Promise<number> {
+  const [sub, uid] = args;
+  const json = flags.has('json');
+  const ops = await import('../operations/message-views.ts');
+  return withServices(config, async (services) => {
+    const { project } = await resolveProject(services, flags);
+    switch (sub) {
+      case 'find': {
+        const since = flag(flags, 'since');
+        const sinceMs = since === undefined ? null : Date.parse(since);
+        if (sinceMs !== null && Number.isNaN(sinceMs)) throw new UsageError('--since expects a date, like 2026-11-24 or 2026-11-24T10:00:00Z');
+        const result = await ops.searchMessages(services, project, {
+          recipient: flag(flags, 'recipient'),
+          subject: flag(flags, 'subject'),
+          template: flag(flags, 'template'),
+          status: flag(flags, 'status'),
+          uid: flag(flags, 'uid'),
+          fromMs: sinceMs,
+          cursor: flag(flags, 'cursor'),
+        });
+        const out = {
+          messages: result.items.map((i) => ({
+            uid: i.message.uid,
+            subject: i.message.subject,
+            template: i.message.template,
+            recipients: i.message.recipient_count,
+            first_recipient: i.firstRecipient,
+            statuses: i.statuses,
+            created_at: isoTime(i.message.created_at),
+          })),
+          next: result.next,
+        };
+        const rows = out.messages.map((m) => [m.created_at, m.uid, Object.entries(m.statuses).map(([s, n]) => `${s}:${n}`).join(' '), m.first_recipient, m.subject]);
+        print(json, out, table(['CREATED', 'UID', 'STATUS', 'TO', 'SUBJECT'], rows, '(no messages)') + (out.next ? `\n(more: --cursor ${out.next})` : ''));
+        return 0;
+      }
+      case 'show': {
+        if (!uid) throw new UsageError('message show needs the message UID');
+        const found = await ops.findProjectMessage(services, project, uid);
+        const view = await ops.getMessageView(services, found, project);
+        const out = {
+          uid: view.message.uid,
+          unique_id: view.message.unique_id,
+          subject: view.message.subject,
+          template: view.message.template,
+          created_at: isoTime(view.message.created_at),
+          truncated: view.truncated,
+          recipients: view.recipients.map((r) => ({
+            recipient: r.transmission.recipient,
+            status: r.transmission.status,
+            result_code: r.transmission.result_code,
+            timeline: r.entries.map((e) => ({
+              at: isoTime(e.at),
+              kind: e.kind,
+              text: e.text ?? null,
+              ...(e.attempt ? { outcome: e.attempt.outcome, result_code: e.attempt.result_code, mx_host: e.attempt.mx_host, duration_ms: e.attempt.duration_ms } : {}),
+            })),
+          })),
+        };
+        const lines = [`message ${out.uid} <${out.unique_id}>  ${out.created_at}`, `subject: ${out.subject ?? ''}`];
+        for (const r of out.recipients) {
+          lines.push('', `${r.recipient}: ${r.status}${r.result_code ? ` (${r.result_code})` : ''}`);
+          for (const e of r.timeline) {
+            const detail = 'outcome' in e ? `${e.outcome} ${e.result_code ?? ''} ${e.mx_host ?? ''} ${e.duration_ms} ms` : '';
+            lines.push(`  ${e.at}  ${e.kind.padEnd(9)} ${detail}${e.text ? ` ${e.text}` : ''}`.replace(/[\u0000-\u0009\u000b-\u001f\u007f]/g, ' ').trimEnd());
+          }
+        }
+        if (out.truncated) lines.push('', '(more recipients than shown)');
+        print(json, out, lines.join('\n'));
+        return 0;
+      }
+      default:
+        throw new UsageError('usage: posthorn message find [--recipient R] [--subject S] [--template T] [--status S] [--since DATE] | show UID  [--project UID]');
+    }
+  });
+}
+
+export const messageCommands: CliCommand[] = [
+  {
+    name: 'message',
+    usage: [
+      'message find [--recipient TEXT] [--subject TEXT] [--template SLUG] [--status S] [--since DATE] [--uid UID] [--project UID] [--json]',
+      'message show UID [--project UID] [--json]   every recipient with its timeline',
+    ],
+    description: 'Messages of a project: newest first, 50 at a time (--cursor for the next page).',
+    flags: ['json', 'account', 'project', 'recipient', 'subject', 'template', 'status', 'since', 'uid', 'cursor'],
+    run: message,
+  },
+];

@@ -1,0 +1,53 @@
+// A test event for one webhook endpoint (`posthorn webhook test`, docs/cli.md): an outbound request
+// like the ones fan-out writes, with event "test", posted, signed and retried by the dispatcher of
+// the running service exactly as a real event is, so it proves the endpoint, its secret and the
+// path to it.
+import { randomUUID } from 'node:crypto';
+import { ApiError } from '../domain/errors.ts';
+import { formatIsoTime } from '../domain/time.ts';
+import type { Services } from '../services.ts';
+import { insertOutbound } from '../storage/outbound.ts';
+import type { Account } from '../storage/schema.ts';
+import { listWebhooks } from './webhooks.ts';
+import { outboundStates, type OutboundState } from './outbound-requests.ts';
+
+export interface QueuedTestEvent {
+  requestId: number;
+  webhookUid: string;
+  url: string;
+}
+
+export async function sendWebhookTestEvent(services: Services, account: Account, webhookUid: string): Promise<QueuedTestEvent> {
+  const view = (await listWebhooks(services, account)).find((w) => w.webhook.uid === webhookUid);
+  if (!view) throw new ApiError('not_found', `Webhook ${webhookUid} not found.`);
+  const hook = view.webhook;
+  const now = services.clock.now();
+  const eventId = `test-${randomUUID()}`;
+  const body = JSON.stringify({ event: 'test', event_id: eventId, project_uid: view.projectUid, occurred_at: formatIsoTime(now), test: true });
+  const requestId = await services.store.write((trx) =>
+    insertOutbound(trx, {
+      account_id: account.id,
+      project_id: hook.project_id,
+      kind: 'webhook',
+      webhook_id: Number(hook.id),
+      event_id: null,
+      event_type: 'test',
+      url: hook.url,
+      headers: JSON.stringify({ 'x-posthorn-event-id': eventId, 'x-posthorn-event': 'test' }),
+      ref: null,
+      state: 'pending',
+      attempts: 0,
+      next_attempt_at: now,
+      created_at: now,
+      updated_at: now,
+      body,
+    }),
+  );
+  services.store.wake('events');
+  return { requestId, webhookUid: hook.uid, url: hook.url };
+}
+
+/** The state of outbound requests by id (pending, delivered, failed). */
+export async function readOutboundStates(services: Services, ids: readonly number[]): Promise<Map<number, OutboundState>> {
+  return outboundStates(services.store.db, ids);
+}
