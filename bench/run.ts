@@ -9,6 +9,8 @@
 //   5  the same on PostgreSQL
 //   6  messages_history pages of 250 at 1,000,000 transmissions
 //   7  memory: peak RSS during 4, and of a worker draining 100,000 queued transmissions
+//   8  SMTP submission accepts beside Postfix smtpd accepting the same load (bench/smtp-submission.ts)
+//   9  the dashboard's messages pages and one message's page at 1,000,000 transmissions (bench/dashboard.ts)
 //
 // Every loop is bounded in count and time; every figure is the median of --runs runs; every child
 // process, temporary directory, Postfix instance and database is removed at the end, also on error
@@ -21,6 +23,8 @@ import pg from 'pg';
 import { formatProfile, summarizeProfile } from './lib/cpu-profile.ts';
 import { seedHistory } from './lib/history-seed.ts';
 import { ensurePostfix, runSource, startPostfixRelay, startSink, type Sink } from './lib/postfix.ts';
+import { measureSmtpSubmission } from './smtp-submission.ts';
+import { measureDashboard } from './dashboard.ts';
 import { createInstance, migrate, ROOT, sendLoad, serve, tailLog, timePost, type Instance, type Service } from './lib/posthorn.ts';
 import { describeSchedDelta, hookSignals, onCleanup, runAllCleanups, runCommand, sampleRss } from './lib/processes.ts';
 import { describeMachine, formatMarkdown, formatTable, gitRevision, type Figure } from './lib/report.ts';
@@ -48,7 +52,7 @@ const { values: args } = parseArgs({
 if (args.help) {
   process.stdout.write(`usage: npm run bench [-- options]
   --runs N             runs per figure, the median is reported (default 3, at most 9)
-  --only LIST          figures to run: 1,1n,2,3,4,4s,5,6,7 (default all)
+  --only LIST          figures to run: 1,1n,2,3,4,4s,5,6,7,8,9 (default all)
   --messages N         messages per end-to-end run, Postfix and Posthorn (default 20000)
   --ingest-seconds S   length of one ingest run (default 10)
   --history-rows N     transmissions seeded for the history figure (default 1000000)
@@ -556,6 +560,16 @@ async function main(): Promise<number> {
     }
   }
   if (wanted('6')) await measureHistory().catch((e) => failed('6', 'messages_history at 1,000,000', 'ms', e, '< 50 ms'));
+  if (wanted('9')) {
+    await measureDashboard({ runs: RUNS, rows: HISTORY_ROWS, log, serveArgs: SERVE_ARGS, nodeArgs: NODE_ARGS })
+      .then((result) => result.forEach(addFigure))
+      .catch((e) => failed('9', 'dashboard pages at 1,000,000 transmissions', 'ms', e, '< 100 ms'));
+  }
+  if (wanted('8')) {
+    await measureSmtpSubmission({ sink, runs: RUNS, messages: E2E_MESSAGES, sessions: CONNECTIONS, bytes: MESSAGE_BYTES, log, serveArgs: SERVE_ARGS, nodeArgs: NODE_ARGS, timeoutMs: deliveryTimeoutMs })
+      .then((result) => result.forEach(addFigure))
+      .catch((e) => failed('8', 'SMTP submission accepts, beside Postfix smtpd', 'msg/s', e, '≥ 3× Postfix'));
+  }
   if (wanted('7')) await measureQueuedMemory(sink, postfix?.relay.value ?? null, postfix?.rssMiB ?? null, postfix?.cpu.value ?? null).catch((e) => failed('7b', 'Peak RSS with 100,000 queued', 'MiB', e, '< 512 MiB'));
 
   await runAllCleanups();

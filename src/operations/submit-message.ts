@@ -97,16 +97,17 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
   parts.push(split.header.subarray(cursor), split.rest);
   const mime = Buffer.concat(parts);
 
-  // The decoded Subject and From for every report (messages table and payload): parsed from the
-  // header section alone, RFC 2047 words decoded.
-  const parsed = await simpleParser(Buffer.concat([Buffer.from(added.join(''), 'utf8'), split.header, CRLF]), {
-    skipHtmlToText: true,
-    skipTextToHtml: true,
-    skipImageLinks: true,
-    skipTextLinks: true,
-  });
-  const fromText = parsed.from?.text || first('from')?.value || `<${input.envelopeFrom}>`;
-  const subject = parsed.subject ?? null;
+  // Subject and From for every report (messages table and payload): the header values as written,
+  // unfolded; RFC 2047 encoded words decoded (mailparser, on the header section alone) only when
+  // there are some, which keeps the common case off the parser.
+  const fromHeader = first('from')?.value ?? `<${input.envelopeFrom}>`;
+  let subject = first('subject')?.value ?? null;
+  let fromText = fromHeader;
+  if (fromHeader.includes('=?') || (subject !== null && subject.includes('=?'))) {
+    const parsed = await simpleParser(Buffer.concat([split.header, CRLF]), { skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true, skipTextLinks: true });
+    subject = parsed.subject ?? subject;
+    fromText = parsed.from?.text || fromHeader;
+  }
 
   const payload: MessagePayload = {
     v: 2,

@@ -67,7 +67,7 @@ describe('SMTP submission with Nodemailer', () => {
     const rows = await h.messages();
     const row = rows.find((r) => r.id === id)!;
     assert.equal(row.subject, 'Hello over SMTP');
-    assert.equal(row.from_address, '"Sender Name" <sender@example.test>');
+    assert.equal(row.from_address, 'Sender Name <sender@example.test>');
     assert.equal(row.recipient_count, 3);
     const transmissions = await h.transmissions(id);
     assert.deepEqual(transmissions.map((x) => x.recipient).sort(), ['cc@example.test', 'hidden@example.test', 'to@example.test']);
