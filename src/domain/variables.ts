@@ -283,15 +283,43 @@ export function mergeVariables(global: Variables, recipient: Variables | null | 
  * context. Used to check the values that go into headers.
  */
 export function variableNamesIn(text: string | null | undefined): string[] {
-  if (typeof text !== 'string' || !text.includes('{{')) return [];
+  const names: string[] = [];
+  walkRootPaths(text, (path) => names.push(path.parts[0]));
+  return names;
+}
+
+/**
+ * The dotted paths ({{user.name}}) substituted at the top level of a text that have no value in
+ * `variables`: what the preview adds to the simple names renderVariables reports as missing.
+ */
+export function missingPathsIn(text: string | null | undefined, variables: Variables): string[] {
+  const missing: string[] = [];
+  const context = contextOf(variables);
+  walkRootPaths(text, (path, substituted) => {
+    if (!substituted || path.parts.length < 2) return;
+    let value: unknown = context;
+    for (const part of path.parts) {
+      value = value !== null && typeof value === 'object' && Object.prototype.hasOwnProperty.call(value, part) ? (value as Record<string, unknown>)[part] : undefined;
+    }
+    if (value === undefined || value === null) missing.push(path.original);
+  });
+  return missing;
+}
+
+/**
+ * Calls `visit` for every path of the text's top-level context (outside {{#each}}, {{#with}} and
+ * sections, whose names are their items'), with whether it is substituted ({{path}} itself rather
+ * than a helper's argument or a block's condition). A text that does not parse has none.
+ */
+function walkRootPaths(text: string | null | undefined, onPath: (path: hbs.AST.PathExpression, substituted: boolean) => void): void {
+  if (typeof text !== 'string' || !text.includes('{{')) return;
   let ast: hbs.AST.Program;
   try {
     ast = parse(text);
   } catch {
-    return [];
+    return;
   }
-  const names: string[] = [];
-  const visit = (node: unknown, inScope: boolean): void => {
+  const visit = (node: unknown, inScope: boolean, substituted = false): void => {
     if (!node || typeof node !== 'object') return;
     if (Array.isArray(node)) {
       for (const n of node) visit(n, inScope);
@@ -301,7 +329,7 @@ export function variableNamesIn(text: string | null | undefined): string[] {
     if (n.type === 'PathExpression') {
       const p = n as unknown as hbs.AST.PathExpression;
       if (!p.data && p.depth === 0 && p.parts.length > 0 && !inScope && !(n.original === 'this' || String(n.original).startsWith('this'))) {
-        if (!KNOWN_HELPERS.has(p.parts[0]) || p.original !== p.parts[0]) names.push(p.parts[0]);
+        if (!KNOWN_HELPERS.has(p.parts[0]) || p.original !== p.parts[0]) onPath(p, substituted);
       }
       return;
     }
@@ -319,8 +347,9 @@ export function variableNamesIn(text: string | null | undefined): string[] {
     }
     if (n.type === 'MustacheStatement' || n.type === 'SubExpression') {
       const m = n as unknown as hbs.AST.MustacheStatement;
-      const isHelper = m.path.type === 'PathExpression' && KNOWN_HELPERS.has((m.path as hbs.AST.PathExpression).original) && (m.params.length > 0 || (m.hash?.pairs.length ?? 0) > 0);
-      if (!isHelper) visit(m.path, inScope);
+      const hasArgs = m.params.length > 0 || (m.hash?.pairs.length ?? 0) > 0;
+      const isHelper = m.path.type === 'PathExpression' && KNOWN_HELPERS.has((m.path as hbs.AST.PathExpression).original) && hasArgs;
+      if (!isHelper) visit(m.path, inScope, n.type === 'MustacheStatement' && !hasArgs);
       visit(m.params, inScope);
       visit(m.hash, inScope);
       return;
@@ -328,7 +357,6 @@ export function variableNamesIn(text: string | null | undefined): string[] {
     for (const [key, value] of Object.entries(n)) if (key !== 'loc' && value && typeof value === 'object') visit(value, inScope);
   };
   visit(ast, false);
-  return names;
 }
 
 /** True when a value (or anything inside it) holds a line break or NUL: not for a header. */

@@ -9,7 +9,7 @@
 // chain of `slug` or of `template.parent`.
 import { ApiError } from '../domain/errors.ts';
 import { MAX_LAYOUT_CHAIN, checkLayoutChain, mergeLevels, type ContentLevel } from '../domain/templates.ts';
-import { findTemplateSyntaxError, renderVariables, type PartKind, type Variables, type VariableValue } from '../domain/variables.ts';
+import { findTemplateSyntaxError, missingPathsIn, renderVariables, type PartKind, type Variables, type VariableValue } from '../domain/variables.ts';
 import type { Services } from '../services.ts';
 import type { Project } from '../storage/schema.ts';
 import { findTemplateChain } from '../storage/template-layouts.ts';
@@ -102,8 +102,12 @@ export async function previewTemplate(services: Services, project: Project, inpu
   if (Object.keys(errors).length > 0) return { ...empty, errors };
 
   const missing = new Set<string>();
-  const render = (s: string | null, kind: PartKind) =>
-    s === null ? null : renderVariables(s, variables as Variables, { kind, syntax: 'handlebars', onMissing: (name) => missing.add(name) });
+  const render = (s: string | null, kind: PartKind) => {
+    if (s === null) return null;
+    const rendered = renderVariables(s, variables as Variables, { kind, syntax: 'handlebars', onMissing: (name) => missing.add(name) });
+    for (const path of missingPathsIn(s, variables as Variables)) missing.add(path);
+    return rendered;
+  };
   return {
     subject: render(merged.subject, 'header'),
     from: render(merged.from, 'header'),

@@ -48,10 +48,10 @@ describe('preview_template', () => {
   });
 
   it('names the variables substituted without a value; a condition is not one', async () => {
-    const r = await asProject({ content: { 'text/plain': 'Hi {{name}} {{#if vip}}VIP{{/if}}', 'text/html': '<b>{{greeting}}</b>' }, subject: 'For {{name}}' });
+    const r = await asProject({ content: { 'text/plain': 'Hi {{name}} {{#if vip}}VIP{{/if}} {{user.first}}{{user.last}}', 'text/html': '<b>{{greeting}}</b>' }, subject: 'For {{name}}', variables: { user: { first: 'A' } } });
     assert.equal(r.status, 200, JSON.stringify(r.body));
-    assert.deepEqual(r.body.data.preview.missing.sort(), ['greeting', 'name']);
-    assert.equal(r.body.data.preview.text, 'Hi  ');
+    assert.deepEqual(r.body.data.preview.missing.sort(), ['greeting', 'name', 'user.last']);
+    assert.equal(r.body.data.preview.text, 'Hi   A');
   });
 
   it('reports template syntax errors per part instead of rendering', async () => {
