@@ -127,6 +127,8 @@ export class SubmissionListener implements BackgroundService {
       authMethods: ['PLAIN', 'LOGIN'],
       allowInsecureAuth: plaintext,
       hideSTARTTLS: secure || tls === null,
+      // DSN parameters (NOTIFY, RET) would be accepted and then not honoured: not offered.
+      hideDSN: true,
       disabledCommands: secure || tls === null ? ['STARTTLS'] : [],
       logger: false,
       // No PTR lookup of clients: the service resolves nothing it does not have to.
