@@ -1,0 +1,193 @@
+// Limits on every listener (docs/reliability.md, "Slow and idle clients"): a client that connects
+// and sends nothing, sends its headers or body a byte at a time, or idles on a kept-alive
+// connection is cut after a bounded time, and no single address holds more than its share of
+// connections. Without them, a few hundred such sockets held open from one machine were enough to
+// exhaust file descriptors while costing the client nothing.
+//
+//   HTTP (API, dashboard: one Fastify instance; any other node http/https server)
+//     headers    the request line and headers must arrive within headersTimeoutMs of the
+//                connection (or of the previous response, plus the keep-alive allowance);
+//     request    the whole request, body included, within requestTimeoutMs of its headers;
+//     keep-alive an idle kept-alive connection is closed after keepAliveTimeoutMs;
+//     per IP     at most maxConnectionsPerIp open connections from one address: more are closed
+//                at once, before a byte is read.
+//   Node enforces its own headersTimeout/requestTimeout too, but only on a 30-second sweep; the
+//   timers here make the bounds exact. The time a handler takes to answer is not limited: only
+//   what the client owes is.
+//
+//   SMTP (smtp-server instances: the bounce listener, submission)
+//     idle       socketTimeout: no command for idleTimeoutMs closes the session;
+//     session    a session open longer than sessionTimeoutMs is closed, busy or not (a client
+//                trickling bytes never goes idle);
+//     clients    maxClients sessions per listener, with smtp-server's 421;
+//     per IP     maxConnectionsPerIp sessions from one address, refused with 421 4.7.0;
+//     no PTR     no reverse lookup before the greeting (it would let a slow resolver hold sessions).
+import type http from 'node:http';
+import type { Socket } from 'node:net';
+import type { SMTPServer, SMTPServerSession } from 'smtp-server';
+import type { Config } from './config.ts';
+
+export interface HttpListenerLimits {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  /** 0: no limit */
+  maxConnectionsPerIp: number;
+}
+
+export interface SmtpListenerLimits {
+  idleTimeoutMs: number;
+  sessionTimeoutMs: number;
+  maxClients: number;
+  /** 0: no limit */
+  maxConnectionsPerIp: number;
+  /** how long close() waits for sessions before it ends them */
+  closeTimeoutMs?: number;
+}
+
+type LimitConfig = Pick<Config, 'httpHeadersTimeoutMs' | 'httpRequestTimeoutMs' | 'httpKeepAliveTimeoutMs' | 'maxConnectionsPerIp' | 'smtpIdleTimeoutMs' | 'smtpSessionTimeoutMs'>;
+
+/** The HTTP limits the configuration sets (--http-*-timeout-ms, --max-connections-per-ip). */
+export function httpLimitsFrom(config: LimitConfig): HttpListenerLimits {
+  return {
+    headersTimeoutMs: config.httpHeadersTimeoutMs,
+    requestTimeoutMs: config.httpRequestTimeoutMs,
+    keepAliveTimeoutMs: config.httpKeepAliveTimeoutMs,
+    maxConnectionsPerIp: config.maxConnectionsPerIp,
+  };
+}
+
+/** The SMTP limits the configuration sets (--smtp-*-timeout-ms, --max-connections-per-ip). */
+export function smtpLimitsFrom(config: LimitConfig, maxClients: number): SmtpListenerLimits {
+  return { idleTimeoutMs: config.smtpIdleTimeoutMs, sessionTimeoutMs: config.smtpSessionTimeoutMs, maxClients, maxConnectionsPerIp: config.maxConnectionsPerIp };
+}
+
+/** Open connections per remote address, with the release of one. */
+class AddressCounts {
+  private readonly counts = new Map<string, number>();
+  constructor(private readonly max: number) {}
+
+  /** Counts one more from `address`; false (nothing counted) when that would exceed the limit. */
+  take(address: string): boolean {
+    const n = this.counts.get(address) ?? 0;
+    if (this.max > 0 && n >= this.max) return false;
+    this.counts.set(address, n + 1);
+    return true;
+  }
+
+  release(address: string): void {
+    const n = (this.counts.get(address) ?? 1) - 1;
+    if (n <= 0) this.counts.delete(address);
+    else this.counts.set(address, n);
+  }
+}
+
+const connectionKey = (socket: Socket) => `${socket.remoteAddress}|${socket.remotePort}`;
+
+/**
+ * Applies the limits to a node http or https server (Fastify's app.server). Call it once, before
+ * the server listens.
+ */
+export function limitHttpServer(server: http.Server, limits: HttpListenerLimits): void {
+  // Node's own enforcement, as a backstop (checked every 30 s) and for what it does precisely
+  // (keep-alive is a socket timeout).
+  server.headersTimeout = limits.headersTimeoutMs;
+  server.requestTimeout = limits.requestTimeoutMs;
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+
+  const perIp = new AddressCounts(limits.maxConnectionsPerIp);
+  /**
+   * The deadline of each connection for its next request's headers, by address and port: an https
+   * server's requests carry the TLS socket, not the TCP socket 'connection' gave, and both have
+   * the same remote address and port.
+   */
+  const headerDeadlines = new Map<string, { socket: Socket; timer: NodeJS.Timeout | null }>();
+  const armHeaders = (key: string, ms: number) => {
+    const entry = headerDeadlines.get(key);
+    if (!entry) return;
+    if (entry.timer) clearTimeout(entry.timer);
+    entry.timer = setTimeout(() => entry.socket.destroy(), ms);
+    entry.timer.unref();
+  };
+
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? '';
+    if (!perIp.take(address)) {
+      socket.destroy();
+      return;
+    }
+    const key = connectionKey(socket);
+    headerDeadlines.set(key, { socket, timer: null });
+    armHeaders(key, limits.headersTimeoutMs);
+    socket.once('close', () => {
+      perIp.release(address);
+      const entry = headerDeadlines.get(key);
+      if (entry?.socket === socket) {
+        if (entry.timer) clearTimeout(entry.timer);
+        headerDeadlines.delete(key);
+      }
+    });
+  });
+
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const key = connectionKey(req.socket);
+    const entry = headerDeadlines.get(key);
+    if (entry?.timer) {
+      clearTimeout(entry.timer);
+      entry.timer = null;
+    }
+    // The body is the client's to send in time; the answer is the handler's.
+    const bodyDeadline = setTimeout(() => {
+      if (!req.complete) req.socket.destroy();
+    }, limits.requestTimeoutMs);
+    bodyDeadline.unref();
+    res.once('close', () => clearTimeout(bodyDeadline));
+    // After the answer, the next request's headers are due within the keep-alive allowance.
+    res.once('finish', () => armHeaders(key, limits.keepAliveTimeoutMs + limits.headersTimeoutMs));
+  });
+}
+
+/**
+ * Applies the limits to an smtp-server instance (before it listens): its options are read per
+ * connection, and its onConnect/onClose hooks are wrapped, so the listener's own hooks still run
+ * for every session that is let in.
+ */
+export function limitSmtpServer(server: SMTPServer, limits: SmtpListenerLimits): void {
+  const options = (server as unknown as { options: Record<string, unknown> }).options;
+  options.socketTimeout = limits.idleTimeoutMs;
+  options.maxClients = limits.maxClients;
+  if (limits.closeTimeoutMs !== undefined) options.closeTimeout = limits.closeTimeoutMs;
+  // No PTR lookup of the client: the session waits for its answer before the greeting, so whoever
+  // controls the PTR zone of their address could hold every connection for the resolver's whole
+  // timeout; and no listener uses the name.
+  options.disableReverseLookup = true;
+
+  const perIp = new AddressCounts(limits.maxConnectionsPerIp);
+  const counted = new Set<string>();
+  const hooks = server as unknown as {
+    onConnect(session: SMTPServerSession, callback: (error?: Error | null) => void): void;
+    onClose(session: SMTPServerSession, callback: () => void): void;
+  };
+  const onConnect = hooks.onConnect.bind(server);
+  const onClose = hooks.onClose.bind(server);
+  hooks.onConnect = (session, callback) => {
+    if (!perIp.take(session.remoteAddress)) {
+      callback(Object.assign(new Error('4.7.0 Too many connections from your address, try again later'), { responseCode: 421 }));
+      return;
+    }
+    counted.add(session.id);
+    onConnect(session, callback);
+  };
+  hooks.onClose = (session, callback) => {
+    if (counted.delete(session.id)) perIp.release(session.remoteAddress);
+    onClose(session, callback);
+  };
+
+  // The whole session's bound, on the TCP socket: a client that keeps sending a byte now and then
+  // is never idle.
+  server.server.on('connection', (socket: Socket) => {
+    const timer = setTimeout(() => socket.destroy(), limits.sessionTimeoutMs);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
+  });
+}
