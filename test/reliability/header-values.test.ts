@@ -58,21 +58,24 @@ describe('header values at a real SMTP sink', () => {
 
   it('refuses every source at acceptance; nothing refused reaches the wire, the clean message does', async () => {
     // A display name with NUL, with a control character, and with a line break.
-    assertRefused(await send(simpleMessage('"Ann\0Evil" <ann@example.test>')), /display name of recipient ann@example\.test.*U\+0000/);
+    // NUL is refused for every string argument at the edge (the one rule of both databases), so its
+    // message may name the argument rather than the header; every other control reaches this check.
+    assertRefused(await send(simpleMessage('"Ann\0Evil" <ann@example.test>')), /U\+0000/);
     assertRefused(await send(simpleMessage({ 'Bob\x07 <bob@example.test>': null })), /display name of recipient bob@example\.test.*U\+0007/);
     const lineBreak = await send(simpleMessage('"Eve\r\nBcc: victim@example.test" <eve@example.test>'));
     assert.ok(lineBreak.status === 406 || lineBreak.status === 412, JSON.stringify(lineBreak.body));
     // Headers given in the call: Cc, custom headers, From.
-    assertRefused(await send(simpleMessage('a@example.test', { headers: { from: 'x@example.test', subject: 'ok', cc: 'Carl\0 <c@example.test>' } })), /"cc"/);
+    assertRefused(await send(simpleMessage('a@example.test', { headers: { from: 'x@example.test', subject: 'ok', cc: 'Carl\x01 <c@example.test>' } })), /"cc"/);
     assertRefused(await send(simpleMessage('a@example.test', { headers: { from: 'x@example.test', subject: 'ok', 'X-Tag': 'a\x1bb' } })), /"X-Tag"/);
-    assertRefused(await send(simpleMessage('a@example.test', { headers: { from: 'Sam\0 <x@example.test>', subject: 'ok' } })), /"from"/);
+    assertRefused(await send(simpleMessage('a@example.test', { headers: { from: 'Sam\x0b <x@example.test>', subject: 'ok' } })), /"from"/);
     // A template subject and From, at save time.
-    assertRefused(await template('create_template', { slug: 'bad_subject', subject: 'Hello\0there', text: 'x' }), /"subject".*U\+0000/);
+    assertRefused(await template('create_template', { slug: 'bad_subject', subject: 'Hello\x00there', text: 'x' }), /U\+0000/);
+    assertRefused(await template('create_template', { slug: 'bad_subject', subject: 'Hello\x1fthere', text: 'x' }), /"subject".*U\+001F/);
     assertRefused(await template('create_template', { slug: 'bad_from', from: 'Shop\r\nBcc: v@example.test', text: 'x' }), /"from"/);
     assert.equal((await template('create_template', { slug: 'good', subject: 'Hi {{name}}', text: 'x' })).status, 200);
     assertRefused(await template('update_template', { slug: 'good', subject: 'Hi\x01' }), /"subject"/);
     // A variable substituted into the subject, global or per recipient.
-    assertRefused(await send({ recipients: 'v@example.test', template: 'good', variables: { name: 'Ann\0' } }), /variable "name" \(used in the Subject header\)/);
+    assertRefused(await send({ recipients: 'v@example.test', template: 'good', variables: { name: 'Ann\x08' } }), /variable "name" \(used in the Subject header\).*U\+0008/);
     assertRefused(await send({ recipients: { 'w@example.test': { name: 'Ann\r\nBcc: victim@example.test' } }, template: 'good' }), /variable "name"/);
     // A template row written around the save check (an older version, a manual edit) is refused when read.
     await h.t.app.services.store.db.updateTable('templates').set({ subject: 'Hi\x01 {{name}}' }).where('slug', '=', 'good').execute();
@@ -92,6 +95,7 @@ describe('header values at a real SMTP sink', () => {
 
   it('a value made invalid at composition fails that transmission (INVALID_HEADER) and never reaches the wire', async () => {
     const before = peer.connectionCount;
+    const receivedBefore = peer.received.length;
     const accepted = await send({ recipients: { 'ok@example.test': { ref: 'r1' }, 'bad@example.test': { ref: 'r2' } }, headers: { from: 'x@example.test', subject: 'Ref {{ref}}' }, content: 'x' });
     assert.equal(accepted.status, 200, JSON.stringify(accepted.body));
     // The per-recipient variables as stored are changed around the acceptance check (a row written
@@ -107,7 +111,7 @@ describe('header values at a real SMTP sink', () => {
     assert.equal(bad.result_code, 'INVALID_HEADER');
     assert.match(bad.result_message, /Subject header after variable substitution/);
     assert.equal((await h.transmission('ok@example.test')).status, 'completed');
-    await peer.waitForReceived(2, 10_000);
+    await peer.waitForReceived(receivedBefore + 1, 10_000);
     assert.deepEqual(peer.attempts.map((m) => m.to).slice(-1), [['ok@example.test']]);
     assert.ok(peer.connectionCount >= before);
     assert.ok(peer.attempts.every((m) => !m.raw.toString('latin1').includes('victim@example.test')), 'the injected header never reached the sink');
