@@ -57,7 +57,11 @@ export async function searchMessagesPage(db: Tx, q: MessageSearch): Promise<Mess
   if (q.untilMs !== null) window = window.where('created_at', '<', q.untilMs);
   if (q.before) {
     const { createdAt, id } = q.before;
-    window = window.where((eb) => eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '<', id)])]));
+    // The bare range on created_at lets the planner seek the index to the cursor; the OR then only
+    // refines the rows of the cursor's own millisecond (without it SQLite walks from the newest).
+    window = window
+      .where('created_at', '<=', createdAt)
+      .where((eb) => eb.or([eb('created_at', '<', createdAt), eb('id', '<', id)]));
   }
   const size = filtered ? q.scanLimit : q.limit + 1;
   const windowRows = await window.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(size).execute();
@@ -76,10 +80,10 @@ export async function searchMessagesPage(db: Tx, q: MessageSearch): Promise<Mess
     .where((eb) => {
       const low = Number(lowest.created_at);
       const lowId = Number(lowest.id);
-      const conds: Expression<SqlBool>[] = [eb.or([eb('m.created_at', '>', low), eb.and([eb('m.created_at', '=', low), eb('m.id', '>=', lowId)])])];
+      const conds: Expression<SqlBool>[] = [eb('m.created_at', '>=', low), eb.or([eb('m.created_at', '>', low), eb('m.id', '>=', lowId)])];
       if (q.before) {
         const { createdAt, id } = q.before;
-        conds.push(eb.or([eb('m.created_at', '<', createdAt), eb.and([eb('m.created_at', '=', createdAt), eb('m.id', '<', id)])]));
+        conds.push(eb('m.created_at', '<=', createdAt), eb.or([eb('m.created_at', '<', createdAt), eb('m.id', '<', id)]));
       }
       if (q.fromMs !== null) conds.push(eb('m.created_at', '>=', q.fromMs));
       if (q.untilMs !== null) conds.push(eb('m.created_at', '<', q.untilMs));
