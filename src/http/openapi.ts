@@ -6,7 +6,7 @@
 import type { TSchema } from '@sinclair/typebox';
 import { Type } from '@sinclair/typebox';
 import { API_STATUSES, type ErrorStatus } from '../domain/errors.ts';
-import { WEBHOOK_PAYLOADS } from './webhook-payloads.ts';
+import { EVENT_SCHEMAS } from '../domain/events.ts';
 import type { MethodDef } from './api/methods/types.ts';
 
 export const OPENAPI_VERSION = '3.1.0';
@@ -106,7 +106,8 @@ export function buildOpenApiDocument(methods: readonly MethodDef[], options: Ope
     };
   }
   const webhooks: Record<string, Json> = {};
-  for (const [event, schema] of Object.entries(WEBHOOK_PAYLOADS)) {
+  // Event kinds and their bodies are defined once, in src/domain/events.ts.
+  for (const [event, schema] of Object.entries(EVENT_SCHEMAS)) {
     webhooks[event] = {
       post: {
         summary: `The ${event} event, posted to every webhook endpoint that subscribed to it`,
