@@ -247,7 +247,7 @@ export const accountMethods = defineMethods([
     name: 'update_project',
     key: 'account',
     summary: 'Changes a project name and merges its settings (tracking: opt-in open and click tracking).',
-    args: obj({ uid: required(str()), name: optional(str({ maxLength: 200 })), settings: optional(obj({ tracking: optional(bool()) }, { description: 'known keys only: tracking' })) }),
+    args: obj({ uid: required(str()), name: optional(str({ maxLength: 200 })), settings: optional(obj({ tracking: optional(bool()), retention_days: optional(int({ minimum: 0, maximum: 3650, description: 'days messages are kept (0: forever); absent: the server default' })) }, { description: 'known keys only: tracking, retention_days' })) }),
     data: Type.Object({ project: ProjectData }),
     async run({ services, caller, args }) {
       const uid = args.string('uid', { required: true });
