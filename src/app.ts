@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { BACKGROUND_FACTORIES, type BackgroundService } from './background.ts';
+import { ProcessRegistry } from './workers/process-registry.ts';
 import type { Config } from './config.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { SecretBox } from './domain/secret-box.ts';
@@ -72,8 +73,13 @@ export async function startApp(config: Readonly<Config>, opts: AppOptions = {}):
   const background: BackgroundService[] = [];
   try {
     if (config.role !== 'api' && opts.background !== false) {
+      // The registry first (stopped last): it releases a dead predecessor's claims before any job
+      // claims, and every job claims under its id (docs/decisions/0008-lease-runner.md).
+      const registry = new ProcessRegistry(services);
+      await registry.start();
+      background.push(registry);
       for (const factory of BACKGROUND_FACTORIES) {
-        const service = factory(services);
+        const service = factory(services, { workerId: registry.id });
         if (!service) continue;
         await service.start();
         background.push(service);

@@ -6,4 +6,4 @@ import { DeliveryService } from './delivery-service.ts';
 
 export { DeliveryService };
 
-export const createDeliveryService: BackgroundFactory = (services) => (services.config.workers > 0 ? new DeliveryService(services) : null);
+export const createDeliveryService: BackgroundFactory = (services, process) => (services.config.workers > 0 ? new DeliveryService(services, { workerId: process?.workerId }) : null);

@@ -2,4 +2,4 @@
 import type { BackgroundFactory } from '../background.ts';
 import { createWatcher } from './watcher.ts';
 
-export const createMailboxWatcher: BackgroundFactory = (services) => createWatcher(services);
+export const createMailboxWatcher: BackgroundFactory = (services, process) => createWatcher(services, process?.workerId);

@@ -28,8 +28,9 @@ import {
   releaseMailbox,
   renewMailboxLease,
 } from '../operations/ingress.ts';
-import { openMailboxSecrets } from '../operations/mailboxes.ts';
+import { openMailboxSecrets, reachMailboxHost } from '../operations/mailboxes.ts';
 import type { Mailbox } from '../storage/schema.ts';
+import { OutageWatch } from '../workers/outage.ts';
 
 /** Sessions held per process. */
 const MAX_SESSIONS = 100;
@@ -54,29 +55,31 @@ interface Session {
   done: Promise<void>;
 }
 
-export function createWatcher(services: Services): MailboxWatcher {
+export function createWatcher(services: Services, workerId?: string): MailboxWatcher {
   const { config, log } = services;
-  const worker = generateWorkerId();
+  const worker = workerId ?? generateWorkerId();
   const sessions = new Map<number, Session>();
   let stopped = false;
   let timer: NodeJS.Timeout | null = null;
   let unsubscribe: (() => Promise<void>) | null = null;
   let claiming: Promise<void> | null = null;
+  const outage = new OutageWatch(log, 'mailboxes');
   const extraCa = config.mailboxCaFile ? fs.readFileSync(config.mailboxCaFile, 'utf8') : null;
 
   function claimAndStart(): Promise<void> {
-    if (stopped) return Promise.resolve();
+    if (stopped || outage.holdingOff()) return Promise.resolve();
     claiming ??= (async () => {
       try {
         const free = MAX_SESSIONS - sessions.size;
         if (free <= 0) return;
         const claimed = await claimDueMailboxes(services, worker, LEASE_MS, free);
+        outage.succeeded();
         for (const mailbox of claimed) {
           if (sessions.has(mailbox.id)) continue;
           sessions.set(mailbox.id, startSession(mailbox));
         }
       } catch (error) {
-        log.error({ err: error }, 'mailbox watcher could not claim mailboxes');
+        if (!outage.failed(error)) log.error({ err: error }, 'mailbox watcher could not claim mailboxes');
       } finally {
         claiming = null;
       }
@@ -120,8 +123,16 @@ export function createWatcher(services: Services): MailboxWatcher {
   async function runSession(initial: Mailbox, setPoke: (fn: () => void) => void, finishRound: () => void): Promise<void> {
     let mailbox = initial;
     const { password } = openMailboxSecrets(services, mailbox);
+    // The host meets the address policy again (DNS may have moved it since it was saved), and the
+    // client connects to the address that was checked, naming the host for TLS (docs/mailboxes.md).
+    const reach = await reachMailboxHost(services, mailbox.host);
+    if (!reach.ok) {
+      await recordMailboxFailure(services, mailbox.id, worker, 'error', reach.reason);
+      return;
+    }
     const client = new ImapFlow({
-      host: mailbox.host,
+      host: reach.address,
+      ...(reach.servername ? { servername: reach.servername } : {}),
       port: mailbox.port,
       secure: mailbox.tls === 1,
       auth: { user: mailbox.username, pass: password },

@@ -12,6 +12,7 @@
 //   lost (it expired and someone else claimed the row) and the caller records nothing.
 import { CompiledQuery, sql } from 'kysely';
 import type { Transmission } from './schema.ts';
+import { skippingLocked } from './dialect.ts';
 import type { Tx } from './store.ts';
 
 /** The columns a claim returns (its RETURNING list). */
@@ -25,8 +26,8 @@ export interface ClaimOptions {
   now: number;
   leaseMs: number;
   limit: number;
-  /** FOR UPDATE SKIP LOCKED in the subquery (dialect.skipLocked) */
-  skipLocked: boolean;
+  /** ignored: storage decides on FOR UPDATE SKIP LOCKED itself (dialect.ts skippingLocked) */
+  skipLocked?: boolean;
 }
 
 export async function claimDueTransmissions(trx: Tx, opts: ClaimOptions): Promise<ClaimedTransmission[]> {
@@ -50,8 +51,7 @@ export async function claimDueTransmissions(trx: Tx, opts: ClaimOptions): Promis
           .orderBy('next_attempt_at')
           .orderBy('id')
           .limit(opts.limit);
-        if (opts.skipLocked) due = due.forUpdate().skipLocked();
-        return due;
+        return skippingLocked(due, trx);
       },
     )
     .updateTable('transmissions')

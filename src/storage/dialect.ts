@@ -1,7 +1,7 @@
 // The dialect seam. Everything that differs between SQLite and PostgreSQL is declared here as a
 // capability and implemented in dialects/{sqlite,postgres}.ts; the rest of the code is shared
 // Kysely. A dialect check anywhere else is a smell (docs/decisions/0001-storage.md).
-import type { ColumnDefinitionBuilder, CreateTableBuilder, Kysely } from 'kysely';
+import { PostgresAdapter, type ColumnDefinitionBuilder, type CreateTableBuilder, type Kysely, type SelectQueryBuilder } from 'kysely';
 import type { Database } from './schema.ts';
 
 export interface StoreDialect {
@@ -36,3 +36,13 @@ export interface StoreDialect {
 }
 
 export type ColumnBuilder = (col: ColumnDefinitionBuilder) => ColumnDefinitionBuilder;
+
+/**
+ * A claim's due-row subquery, with FOR UPDATE SKIP LOCKED where the database has it (PostgreSQL:
+ * concurrent claimers pass over each other's rows instead of waiting); SQLite's single writer makes
+ * it moot. Decided here, from the connection's own adapter, so no caller outside storage/ reads a
+ * dialect capability.
+ */
+export function skippingLocked<DB, TB extends keyof DB, O>(qb: SelectQueryBuilder<DB, TB, O>, db: Kysely<any>): SelectQueryBuilder<DB, TB, O> {
+  return db.getExecutor().adapter instanceof PostgresAdapter ? qb.forUpdate().skipLocked() : qb;
+}

@@ -3,6 +3,7 @@
 // records status, last_error and checked_at. password and postback_secret are stored sealed
 // (domain/secret-box.ts) and never leave the service.
 import type { Insertable, Updateable } from 'kysely';
+import { skippingLocked } from './dialect.ts';
 import type { Tx } from './store.ts';
 import type { Mailbox, MailboxesTable } from './schema.ts';
 
@@ -60,7 +61,7 @@ export type LeasedMailboxPatch = Pick<
 /** Leases up to `limit` due mailboxes (oldest next_check_at first): one UPDATE ... RETURNING. */
 export async function claimDueMailboxRows(
   db: Tx,
-  opts: { worker: string; now: number; leaseMs: number; limit: number; skipLocked: boolean },
+  opts: { worker: string; now: number; leaseMs: number; limit: number; skipLocked?: boolean },
 ): Promise<Mailbox[]> {
   const { worker, now, leaseMs, limit } = opts;
   // Picked once (MATERIALIZED): see claimDueOutbound in storage/outbound.ts for why.
@@ -75,8 +76,7 @@ export async function claimDueMailboxRows(
           .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
           .orderBy('next_check_at')
           .limit(limit);
-        if (opts.skipLocked) due = due.forUpdate().skipLocked();
-        return due;
+        return skippingLocked(due, db);
       },
     )
     .updateTable('mailboxes')

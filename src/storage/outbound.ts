@@ -4,6 +4,7 @@
 import { sql } from 'kysely';
 import type { OutboundAttempt, OutboundRequest, OutboundRequestsTable } from './outbound-schema.ts';
 import type { Insertable } from 'kysely';
+import { skippingLocked } from './dialect.ts';
 import type { Tx } from './store.ts';
 
 export type NewOutboundRow = Omit<Insertable<OutboundRequestsTable>, 'id'>;
@@ -23,7 +24,7 @@ export async function insertOutboundMany(db: Tx, rows: NewOutboundRow[]): Promis
 /** Claims up to `limit` due pending requests for `worker` until `leaseUntil`. */
 export async function claimDueOutbound(
   db: Tx,
-  opts: { worker: string; now: number; leaseUntil: number; limit: number; skipLocked: boolean },
+  opts: { worker: string; now: number; leaseUntil: number; limit: number },
 ): Promise<OutboundRequest[]> {
   // The due rows are picked once, in a MATERIALIZED CTE: as a plain `IN (subquery)` PostgreSQL may
   // run the subquery again per row (a SubPlan), see the rows this very UPDATE already moved out of
@@ -40,8 +41,7 @@ export async function claimDueOutbound(
           .orderBy('next_attempt_at')
           .orderBy('id')
           .limit(opts.limit);
-        if (opts.skipLocked) due = due.forUpdate().skipLocked();
-        return due;
+        return skippingLocked(due, db);
       },
     )
     .updateTable('outbound_requests')

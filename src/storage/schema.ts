@@ -224,6 +224,17 @@ export interface Database {
   inbound_emails: import('./outbound-schema.ts').InboundEmailsTable;
   dashboard_users: import('./dashboard-schema.ts').DashboardUsersTable;
   dashboard_sessions: import('./dashboard-schema.ts').DashboardSessionsTable;
+  worker_processes: WorkerProcessesTable;
+}
+
+/** A live worker process (storage/worker-processes.ts); heartbeat_at is wall-clock epoch ms. */
+export interface WorkerProcessesTable {
+  /** the id its claims are locked_by (domain/keys.ts generateWorkerId) */
+  id: string;
+  host: string;
+  pid: number;
+  started_at: number;
+  heartbeat_at: number;
 }
 
 export type Account = Selectable<AccountsTable>;

@@ -8,6 +8,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
+import { StoreUnavailableError } from '../domain/errors.ts';
 import type { StoreDialect } from './dialect.ts';
 import type { Database } from './schema.ts';
 import { openSqlite, sqliteFileFrom } from './dialects/sqlite.ts';
@@ -69,6 +70,9 @@ export class Store {
             await sql`RELEASE SAVEPOINT unit`.execute(trx);
             settled.push(() => unit.resolve(value));
           } catch (error) {
+            // The database is away or the disk is full: the transaction itself may be gone (SQLite
+            // rolls it back on SQLITE_FULL), so the whole group fails with the cause.
+            if (error instanceof StoreUnavailableError) throw error;
             await sql`ROLLBACK TO SAVEPOINT unit`.execute(trx);
             await sql`RELEASE SAVEPOINT unit`.execute(trx);
             settled.push(() => unit.reject(error));
@@ -129,6 +133,13 @@ export class Store {
 }
 
 export type TxOrDb = Tx | Transaction<Database>;
+
+/** Whether an error means the database is away or full (a 503, a pause), not a defect. */
+export function isStoreUnavailable(error: unknown): error is StoreUnavailableError {
+  return error instanceof StoreUnavailableError;
+}
+
+export { StoreUnavailableError };
 
 /** Opens the database named by the configuration: PostgreSQL for postgres:// URLs, else SQLite. */
 export async function openStore(opts: { databaseUrl: string | null; data: string; dbPoolSize?: number; log?: Logger }): Promise<Store> {

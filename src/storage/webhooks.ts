@@ -1,6 +1,7 @@
 // Webhook endpoints, and the fan-out's claim on the events outbox.
 import type { Insertable, Updateable } from 'kysely';
 import type { Webhook, WebhooksTable } from './outbound-schema.ts';
+import { skippingLocked } from './dialect.ts';
 import type { Tx } from './store.ts';
 
 export async function insertWebhook(db: Tx, row: Omit<Insertable<WebhooksTable>, 'id'>): Promise<Webhook> {
@@ -60,15 +61,14 @@ export interface ClaimedEvent {
  * Stamps up to `limit` not-yet-dispatched events (oldest first) and returns them: one statement, so
  * with the outbound inserts in the same transaction an event is fanned out exactly once.
  */
-export async function claimUndispatchedEvents(db: Tx, opts: { now: number; limit: number; skipLocked: boolean }): Promise<ClaimedEvent[]> {
+export async function claimUndispatchedEvents(db: Tx, opts: { now: number; limit: number; skipLocked?: boolean }): Promise<ClaimedEvent[]> {
   // Picked once (MATERIALIZED): see claimDueOutbound in storage/outbound.ts for why.
   const rows = await db
     .with(
       (cte) => cte('batch').materialized(),
       (qb) => {
         let pending = qb.selectFrom('events').select('id').where('dispatched_at', 'is', null).orderBy('id').limit(opts.limit);
-        if (opts.skipLocked) pending = pending.forUpdate().skipLocked();
-        return pending;
+        return skippingLocked(pending, db);
       },
     )
     .updateTable('events')

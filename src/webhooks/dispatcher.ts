@@ -33,7 +33,8 @@ import { listPostbackUrls } from '../storage/mailboxes.ts';
 import type { OutboundAttempt, OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
 import { claimUndispatchedEvents, findProjectUids, findWebhooksByIds, listActiveWebhooksOf, type ClaimedEvent } from '../storage/webhooks.ts';
 import { postOnce, type PostOutcome } from './http-post.ts';
-import { nextOutboundAttemptAt } from './retry-schedule.ts';
+import { nextOutboundAttemptAt, parseWebhookRetrySchedule } from './retry-schedule.ts';
+import { OutageWatch } from '../workers/outage.ts';
 import { signWebhook } from '../domain/signatures.ts';
 import { parseOutboundUrl, resolveOutboundAddress } from './url-policy.ts';
 
@@ -57,9 +58,9 @@ export interface OutboundDispatcher extends BackgroundService {
   drain(): Promise<void>;
 }
 
-export function createOutboundDispatcher(services: Services): OutboundDispatcher {
+export function createOutboundDispatcher(services: Services, workerId?: string): OutboundDispatcher {
   const { store, config, clock, log } = services;
-  const worker = generateWorkerId();
+  const worker = workerId ?? generateWorkerId();
   // The lease must outlast one request: its timeout plus the time to resolve and record.
   const leaseMs = Math.max(config.webhookTimeoutMs * 3, 30_000);
   const inFlight = new Set<Promise<void>>();
@@ -68,6 +69,8 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
   let again = false;
   let timer: NodeJS.Timeout | null = null;
   let unsubscribe: (() => Promise<void>) | null = null;
+  const outage = new OutageWatch(log, 'webhooks');
+  const retryDelaysMs = parseWebhookRetrySchedule(config.webhookRetrySchedule);
 
   /** Events may be waiting (a wake-up or the poll timer); a finished request only frees a slot. */
   let fanOutWanted = true;
@@ -75,6 +78,8 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
   function kick(reason: 'events' | 'slot' = 'events'): void {
     if (stopped) return;
     if (reason === 'events') fanOutWanted = true;
+    // While the database is away, tries are spaced out (workers/outage.ts); the poll brings the next.
+    if (outage.holdingOff()) return;
     if (running) {
       again = true;
       return;
@@ -89,9 +94,11 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
             await fanOut();
           }
           await dispatchDue();
+          outage.succeeded();
         } while (again && !stopped);
       } catch (error) {
-        log.error({ err: error }, 'webhook dispatcher tick failed');
+        if (outage.failed(error)) fanOutWanted = true;
+        else log.error({ err: error }, 'webhook dispatcher tick failed');
       } finally {
         running = null;
       }
@@ -115,7 +122,7 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
     for (let round = 0; round < FAN_OUT_ROUNDS && !stopped; round++) {
       const now = clock.now();
       const count = await store.write(async (trx) => {
-        const events = await claimUndispatchedEvents(trx, { now, limit: FAN_OUT_BATCH, skipLocked: store.dialect.skipLocked });
+        const events = await claimUndispatchedEvents(trx, { now, limit: FAN_OUT_BATCH });
         if (events.length === 0) return 0;
         const accounts = [...new Set(events.map((e) => e.account_id))];
         const hooks = await listActiveWebhooksOf(trx, accounts);
@@ -147,7 +154,7 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
       if (inFlight.size > 0 && free < CONCURRENCY / 4) return;
       const now = clock.now();
       const claimed = await store.write((trx) =>
-        claimDueOutbound(trx, { worker, now, leaseUntil: now + leaseMs, limit: free, skipLocked: store.dialect.skipLocked }),
+        claimDueOutbound(trx, { worker, now, leaseUntil: now + leaseMs, limit: free }),
       );
       // One read for the endpoints of the whole batch (signing needs each one's current secret).
       const hookIds = [...new Set(claimed.map((r) => r.webhook_id).filter((id): id is number => id !== null))];
@@ -215,14 +222,14 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
     let state: 'pending' | 'delivered' | 'failed' = 'delivered';
     let nextAttemptAt = now;
     if (!outcome.ok) {
-      const next = nextOutboundAttemptAt(request.attempts, request.created_at, now);
+      const next = nextOutboundAttemptAt(retryDelaysMs, request.attempts, now);
       if (next === null) state = 'failed';
       else {
         state = 'pending';
         nextAttemptAt = next;
       }
     }
-    const kept = await recordFinish({
+    const finishItem: FinishItem = {
       attempt: { request_id: request.id, started_at: startedAt, duration_ms: outcome.durationMs, status_code: outcome.statusCode, error: outcome.error, worker },
       finish: { id: request.id, worker, now, state, nextAttemptAt, statusCode: outcome.statusCode, error: outcome.error, url: request.url },
       // A failing destination is backed off as a whole: its other due requests (not yet tried
@@ -232,7 +239,19 @@ export function createOutboundDispatcher(services: Services): OutboundDispatcher
         state === 'pending'
           ? { accountId: request.account_id, webhookId: request.webhook_id, url: request.webhook_id === null ? request.url : null, until: nextAttemptAt, now }
           : null,
-    });
+    };
+    let kept: boolean;
+    for (;;) {
+      try {
+        kept = await recordFinish(finishItem);
+        break;
+      } catch (error) {
+        // The request went out: keep its outcome until the database takes it, rather than post
+        // it again when its lease ends.
+        if (stopped || !outage.failed(error)) throw error;
+        await outage.waitToRetry(() => stopped);
+      }
+    }
     if (!kept) log.warn({ request: request.id }, 'outbound lease lost before the result was recorded; another worker retries it');
     if (state !== 'delivered') log.info({ request: request.id, kind: request.kind, state, status: outcome.statusCode, error: outcome.error }, 'outbound request not delivered');
     if (kept && request.kind === 'postback' && state !== 'pending') store.wake('mailboxes');

@@ -3,4 +3,4 @@
 import type { BackgroundFactory } from '../background.ts';
 import { createOutboundDispatcher } from './dispatcher.ts';
 
-export const createWebhookDispatcher: BackgroundFactory = (services) => createOutboundDispatcher(services);
+export const createWebhookDispatcher: BackgroundFactory = (services, process) => createOutboundDispatcher(services, process?.workerId);

@@ -105,7 +105,7 @@ describe('leases', () => {
     await h.send(simpleMessage('orphan@example.test'));
     const store = h.t.app.services.store;
     const dead = 'dead-worker';
-    const claimed = await store.write((trx) => claimDueTransmissions(trx, { worker: dead, now: clock.now(), leaseMs: 5 * MIN, limit: 10, skipLocked: store.dialect.skipLocked }));
+    const claimed = await store.write((trx) => claimDueTransmissions(trx, { worker: dead, now: clock.now(), leaseMs: 5 * MIN, limit: 10 }));
     assert.equal(claimed.length, 1);
 
     assert.equal(await h.worker.runOnce(), 0, 'leased to another worker');
@@ -150,7 +150,7 @@ describe('leases', () => {
       const row = await h2.transmission('patient@example.test');
       assert.equal(row.locked_until, clock.now() + 5 * MIN);
       clock.advance(2000); // past the original lease, within the renewed one
-      const stolen = await store.write((trx) => claimDueTransmissions(trx, { worker: 'thief', now: clock.now(), leaseMs: 5 * MIN, limit: 10, skipLocked: store.dialect.skipLocked }));
+      const stolen = await store.write((trx) => claimDueTransmissions(trx, { worker: 'thief', now: clock.now(), leaseMs: 5 * MIN, limit: 10 }));
       assert.deepEqual(stolen, []);
       assert.equal(await running, 1);
       assert.equal((await h2.transmission('patient@example.test')).status, 'completed');
@@ -167,7 +167,7 @@ describe('leases', () => {
     const t = await h.transmission('slowpoke@example.test');
     // Simulate the takeover while our worker holds the row: claim with our worker, then hand the
     // row to someone else before the finish by rewriting locked_by (what a claim after expiry does).
-    const claimed = await store.write((trx) => claimDueTransmissions(trx, { worker: h.worker.workerId, now: clock.now(), leaseMs: 5 * MIN, limit: 10, skipLocked: false }));
+    const claimed = await store.write((trx) => claimDueTransmissions(trx, { worker: h.worker.workerId, now: clock.now(), leaseMs: 5 * MIN, limit: 10 }));
     assert.equal(claimed.length, 1);
     await store.write((trx) => trx.updateTable('transmissions').set({ locked_by: 'usurper' }).where('id', '=', t.id).execute());
     const ok = await store.write((trx) =>

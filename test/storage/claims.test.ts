@@ -88,7 +88,7 @@ describe(`claims under concurrency on ${testDatabase()}`, () => {
     await enqueueTransmissions(t.store, seed, count);
     const claimedBy = await raceClaims(stores, 12, async (store, worker) => {
       const rows = await store.write((trx) =>
-        claimDueTransmissions(trx, { worker, now: T0, leaseMs: 60_000, limit: 25, skipLocked: store.dialect.skipLocked }),
+        claimDueTransmissions(trx, { worker, now: T0, leaseMs: 60_000, limit: 25 }),
       );
       assert.ok(rows.length <= 25, `a claim returned ${rows.length} rows, more than its limit`);
       return rows.map((r) => r.id);
@@ -106,7 +106,7 @@ describe(`claims under concurrency on ${testDatabase()}`, () => {
     await enqueueTransmissions(t.store, seed, 3);
     const other = stores[stores.length - 1];
     const claim = (store: Store, worker: string, now: number) =>
-      store.write((trx) => claimDueTransmissions(trx, { worker, now, leaseMs: 1000, limit: 10, skipLocked: store.dialect.skipLocked }));
+      store.write((trx) => claimDueTransmissions(trx, { worker, now, leaseMs: 1000, limit: 10 }));
     const first = await claim(t.store, 'dead-worker', T0 + 10_000);
     assert.equal(first.length, 3);
     assert.deepEqual(await claim(other, 'heir', T0 + 10_500), [], 'nothing is claimable while the lease holds');
@@ -140,7 +140,7 @@ describe(`claims under concurrency on ${testDatabase()}`, () => {
       }
     });
     const claimedBy = await raceClaims(stores, 8, async (store) => {
-      const rows = await store.write((trx) => claimUndispatchedEvents(trx, { now: T0, limit: 20, skipLocked: store.dialect.skipLocked }));
+      const rows = await store.write((trx) => claimUndispatchedEvents(trx, { now: T0, limit: 20 }));
       return rows.map((r) => r.id);
     });
     assert.deepEqual([...claimedBy].filter(([, w]) => w.length > 1), []);

@@ -16,6 +16,7 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { StoreUnavailableError } from '../../domain/errors.ts';
 import type { StoreDialect } from '../dialect.ts';
 import type { Database } from '../schema.ts';
 
@@ -67,6 +68,13 @@ export async function openPostgres(url: string, opts: PostgresOptions): Promise<
     idle_in_transaction_session_timeout: 60_000,
   });
   pool.on('error', (error) => log?.warn({ err: describeError(error) }, 'idle PostgreSQL connection failed; it is replaced on next use'));
+  // A connection that breaks while checked out (between two statements of a transaction: a server
+  // shutdown sends 57P01 then closes) emits 'error' with nobody listening, which would end the
+  // process. The statement in progress, or the next one, fails with the cause instead, and the
+  // pool drops the broken client when it is released.
+  pool.on('connect', (client) => {
+    client.on('error', (error) => log?.debug({ err: describeError(error) }, 'PostgreSQL connection failed while in use'));
+  });
   // Fail at start, with the server's own message, rather than on the first request.
   let collation: { name: string; linguistic: boolean } | undefined;
   try {
@@ -90,7 +98,7 @@ export async function openPostgres(url: string, opts: PostgresOptions): Promise<
   if (collation?.linguistic) {
     log?.warn({ collation: collation.name }, 'database collation is not C: text is ordered differently than on SQLite; create the database with --locale=C (docs/operations.md)');
   }
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: guardPool(pool) }) });
   const listener = new NotificationListener(() => new pg.Client(connection), {
     log,
     reconnectMinMs: opts.reconnectMinMs ?? 100,
@@ -147,6 +155,48 @@ export class CoalescingNotifier {
     this.state.set(channel, entry);
     return entry.done;
   }
+}
+
+/**
+ * The pool as Kysely sees it, with every failure of a lost or refused connection turned into a
+ * StoreUnavailableError naming its cause (docs/operations.md, "When the database is away"). Other
+ * errors (constraint violations, ...) pass unchanged.
+ */
+function guardPool(pool: pg.Pool): { connect(): Promise<pg.PoolClient>; end(): Promise<void> } {
+  const translate = (error: unknown): never => {
+    throw postgresUnavailable(error) ?? error;
+  };
+  return {
+    async connect() {
+      const client = await pool.connect().catch(translate);
+      return new Proxy(client, {
+        get(target, key, receiver) {
+          if (key !== 'query') return Reflect.get(target, key, receiver);
+          return (...args: unknown[]) => {
+            const result = (target.query as (...a: unknown[]) => unknown)(...args);
+            return result instanceof Promise ? result.catch(translate) : result;
+          };
+        },
+      });
+    },
+    end: () => pool.end(),
+  };
+}
+
+/** SQLSTATEs of a server going away or refusing connections (class 08 is matched by prefix). */
+const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
+const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTCONN', 'EHOSTUNREACH', 'ENETUNREACH']);
+const UNAVAILABLE_TEXT = /Connection terminated|timeout exceeded when trying to connect|not queryable|Client was closed|Connection ended/i;
+
+/** The StoreUnavailableError for a lost, refused or timed-out connection, or null for any other. */
+export function postgresUnavailable(error: unknown): StoreUnavailableError | null {
+  if (error instanceof StoreUnavailableError) return error;
+  if (!(error instanceof Error)) return null;
+  const code = String((error as { code?: unknown }).code ?? '');
+  if (UNAVAILABLE_STATES.has(code) || code.startsWith('08') || UNAVAILABLE_ERRNOS.has(code) || UNAVAILABLE_TEXT.test(error.message)) {
+    return new StoreUnavailableError(`database unreachable: ${code && !error.message.includes(code) ? `${code} ` : ''}${error.message}`, { cause: error });
+  }
+  return null;
 }
 
 /** An error as a log field: message and code, never the connection string. */

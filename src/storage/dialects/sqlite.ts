@@ -15,11 +15,14 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import SqliteDatabase from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
+import { StoreUnavailableError } from '../../domain/errors.ts';
 import type { StoreDialect } from '../dialect.ts';
 import type { Database } from '../schema.ts';
+import { makePrivateDatabaseFiles } from '../private-files.ts';
 
 export function openSqlite(file: string): StoreDialect {
-  if (file !== ':memory:') fs.mkdirSync(path.dirname(file), { recursive: true });
+  // The database holds message content: 0600 in a 0700 directory (storage/private-files.ts).
+  if (file !== ':memory:') makePrivateDatabaseFiles(file);
   const sqlite = new SqliteDatabase(file);
   const wal = String(sqlite.pragma('journal_mode = WAL', { simple: true })).toLowerCase() === 'wal' && file !== ':memory:';
   sqlite.pragma(wal ? 'synchronous = NORMAL' : 'synchronous = FULL');
@@ -28,7 +31,7 @@ export function openSqlite(file: string): StoreDialect {
   // Keep the WAL from growing without bound under sustained load.
   sqlite.pragma('wal_autocheckpoint = 4000');
   sqlite.pragma('cache_size = -65536');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite, file) }) });
   // Opened at the first sync: the -wal file exists once a transaction has committed, and keeps its
   // inode while this connection is open (resets and truncation rewrite it in place).
   let walFd: number | null = null;
@@ -42,7 +45,11 @@ export function openSqlite(file: string): StoreDialect {
         throw error;
       }
     }
-    await fdatasync(walFd);
+    try {
+      await fdatasync(walFd);
+    } catch (error) {
+      throw sqliteUnavailable(error, file) ?? error;
+    }
   };
   return {
     name: 'sqlite',
@@ -73,20 +80,88 @@ const fdatasync = promisify(fs.fdatasync);
  * many texts as row counts, so the cache is emptied when it grows past MAX_CACHED_STATEMENTS.
  */
 const MAX_CACHED_STATEMENTS = 500;
-function withStatementCache(sqlite: SqliteDatabase.Database): { prepare(sql: string): SqliteDatabase.Statement; close(): void } {
-  const cache = new Map<string, SqliteDatabase.Statement>();
+function withStatementCache(sqlite: SqliteDatabase.Database, file: string): { prepare(sql: string): GuardedStatement; close(): void } {
+  const cache = new Map<string, GuardedStatement>();
   return {
     prepare(sql) {
       let statement = cache.get(sql);
       if (statement === undefined) {
         if (cache.size >= MAX_CACHED_STATEMENTS) cache.clear();
-        statement = sqlite.prepare(sql);
+        statement = guardStatement(sqlite, sqlite.prepare(sql), sql, file);
         cache.set(sql, statement);
       }
       return statement;
     },
     close: () => sqlite.close(),
   };
+}
+
+type GuardedStatement = Pick<SqliteDatabase.Statement, 'reader' | 'all' | 'run' | 'iterate'>;
+
+/**
+ * A statement whose failures name their cause (docs/operations.md, "When the database is away"):
+ *
+ * - SQLITE_FULL and SQLITE_IOERR become StoreUnavailableError ("disk full: <file>").
+ * - On SQLITE_FULL (and some I/O errors) SQLite rolls the whole transaction back by itself. The
+ *   ROLLBACK TO / RELEASE / ROLLBACK that the store and Kysely then send would fail with "no such
+ *   savepoint" or "cannot rollback - no transaction is active" and hide the cause: with no
+ *   transaction open they are no-ops here, so the caller sees the first error, the real one, and
+ *   every unit of the group is rejected with it (nothing answered, nothing half-written).
+ */
+function guardStatement(sqlite: SqliteDatabase.Database, statement: SqliteDatabase.Statement, sql: string, file: string): GuardedStatement {
+  const endsTransaction = /^\s*(rollback|release)\b/i.test(sql);
+  const beginsTransaction = /^\s*begin\b/i.test(sql);
+  const guard = <T>(run: () => T): T => {
+    try {
+      return run();
+    } catch (error) {
+      const unavailable = sqliteUnavailable(error, file);
+      if (unavailable && unavailable.message.startsWith('disk full')) diskFull.add(sqlite);
+      throw unavailable ?? error;
+    }
+  };
+  return {
+    reader: statement.reader,
+    all: ((...params: unknown[]) => guard(() => statement.all(...params))) as SqliteDatabase.Statement['all'],
+    run: ((...params: unknown[]) => {
+      if (endsTransaction && !sqlite.inTransaction) return { changes: 0, lastInsertRowid: 0 };
+      if (beginsTransaction && diskFull.has(sqlite)) shrinkWal(sqlite);
+      return guard(() => statement.run(...params));
+    }) as SqliteDatabase.Statement['run'],
+    iterate: ((...params: unknown[]) => guard(() => statement.iterate(...params))) as SqliteDatabase.Statement['iterate'],
+  };
+}
+
+/** Connections that met a full disk since their WAL was last shrunk. */
+const diskFull = new WeakSet<SqliteDatabase.Database>();
+
+/**
+ * After a full disk, before the next transaction: checkpoint and truncate the WAL, and from then
+ * on checkpoint every TIGHT_AUTOCHECKPOINT_PAGES. The WAL keeps the size it grew to, and grows
+ * until wal_autocheckpoint pages (16 MB) before the first checkpoint, so on a disk this tight the
+ * space freed by the operator would be eaten again by the WAL before any checkpoint ran. Fails
+ * quietly while the disk is still full; tried again before the next transaction.
+ */
+const TIGHT_AUTOCHECKPOINT_PAGES = 128;
+function shrinkWal(sqlite: SqliteDatabase.Database): void {
+  try {
+    sqlite.pragma(`wal_autocheckpoint = ${TIGHT_AUTOCHECKPOINT_PAGES}`);
+    const [result] = sqlite.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number }>;
+    if (!result || result.busy === 0) diskFull.delete(sqlite);
+  } catch {
+    // Still full: the transaction that follows fails with the cause.
+  }
+}
+
+/** The StoreUnavailableError for an error of a full or failing disk, or null for any other. */
+export function sqliteUnavailable(error: unknown, file: string): StoreUnavailableError | null {
+  if (error instanceof StoreUnavailableError) return error;
+  const code = String((error as { code?: unknown } | null)?.code ?? '');
+  if (code === 'SQLITE_FULL' || code === 'ENOSPC') return new StoreUnavailableError(`disk full: ${file}`, { cause: error });
+  if (code.startsWith('SQLITE_IOERR') || code === 'EIO') {
+    return new StoreUnavailableError(`database I/O error: ${file}: ${(error as Error).message}`, { cause: error });
+  }
+  return null;
 }
 
 /** The SQLite file for a sqlite:// URL or a data directory. */

@@ -1,0 +1,79 @@
+// The registry of live worker processes and the release of a dead one's claims
+// (docs/decisions/0008-lease-runner.md).
+//
+// Invariants:
+// - Every claim a registered process makes (transmissions, outbound requests, mailboxes) is
+//   locked_by its registry id, so "everything a process held" is one indexed predicate per table.
+// - Releasing only touches rows still locked_by a dead id: a row the dead process never finished
+//   becomes due at once, at the front of the queue (next attempt = its creation: it was already
+//   being worked on, and must not wait behind the backlog queued since), no attempt charged for
+//   transmissions; and a finish
+//   arriving late from a process wrongly presumed dead fails its lease guard and records nothing.
+// - heartbeat_at is wall-clock time (Date.now()), whatever clock the services run on: liveness is
+//   physical, while the released rows' due times follow the services' clock.
+import { sql } from 'kysely';
+import type { Tx } from './store.ts';
+import type { WorkerProcessesTable } from './schema.ts';
+
+export type WorkerProcess = WorkerProcessesTable;
+
+export async function registerWorkerProcess(db: Tx, row: WorkerProcess): Promise<void> {
+  await db.deleteFrom('worker_processes').where('id', '=', row.id).execute();
+  await db.insertInto('worker_processes').values(row).execute();
+}
+
+/** Records a heartbeat; false when the row is gone (another process presumed this one dead). */
+export async function recordHeartbeat(db: Tx, id: string, at: number): Promise<boolean> {
+  const result = await db.updateTable('worker_processes').set({ heartbeat_at: at }).where('id', '=', id).executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+export async function listWorkerProcesses(db: Tx): Promise<WorkerProcess[]> {
+  const rows = await db.selectFrom('worker_processes').selectAll().execute();
+  return rows.map((r) => ({ ...r, pid: Number(r.pid), started_at: Number(r.started_at), heartbeat_at: Number(r.heartbeat_at) }));
+}
+
+export async function unregisterWorkerProcess(db: Tx, id: string): Promise<void> {
+  await db.deleteFrom('worker_processes').where('id', '=', id).execute();
+}
+
+export interface ReleasedClaims {
+  transmissions: number;
+  outbound: number;
+  mailboxes: number;
+}
+
+/**
+ * Gives back everything the given (dead) processes held, due at `now`, and forgets them. One
+ * transaction: a process is either still registered with its claims, or gone with them released.
+ */
+export async function releaseClaimsOf(db: Tx, ids: readonly string[], now: number): Promise<ReleasedClaims> {
+  if (ids.length === 0) return { transmissions: 0, outbound: 0, mailboxes: 0 };
+  const transmissions = await db
+    .updateTable('transmissions')
+    .set((eb) => ({ locked_by: null, locked_until: null, next_attempt_at: earlier('created_at', now) }))
+    .where('locked_by', 'in', ids)
+    .executeTakeFirst();
+  const outbound = await db
+    .updateTable('outbound_requests')
+    .set((eb) => ({ locked_by: null, locked_until: null, next_attempt_at: earlier('created_at', now), updated_at: now }))
+    .where('locked_by', 'in', ids)
+    .where('state', '=', 'pending')
+    .executeTakeFirst();
+  const mailboxes = await db
+    .updateTable('mailboxes')
+    .set({ locked_by: null, locked_until: null, next_check_at: now })
+    .where('locked_by', 'in', ids)
+    .executeTakeFirst();
+  await db.deleteFrom('worker_processes').where('id', 'in', ids).execute();
+  return {
+    transmissions: Number(transmissions.numUpdatedRows),
+    outbound: Number(outbound.numUpdatedRows),
+    mailboxes: Number(mailboxes.numUpdatedRows),
+  };
+}
+
+/** The earlier of a column and a time (least() is PostgreSQL's, min() SQLite's: CASE is both's). */
+function earlier(column: 'created_at', at: number) {
+  return sql<number>`case when ${sql.ref(column)} < ${at} then ${sql.ref(column)} else ${at} end`;
+}
