@@ -23,6 +23,25 @@ export function wrongType(field: string, expected: string, value: unknown): ApiE
   return invalidArgument(field, `must be ${expected}, got ${describeJsonType(value)}`);
 }
 
+/**
+ * The rule for a name an operation stores (account, project): not blank, at most maxChars
+ * characters, no NUL (docs/api/README.md). Operations call it on their typed input, so every edge
+ * (API, CLI, dashboard) gets the same 406 naming the field.
+ */
+export function checkName(field: string, value: string, maxChars: number): string {
+  if (value.trim() === '') throw invalidArgument(field, 'must not be empty');
+  if (value.length > maxChars) throw invalidArgument(field, `must be at most ${maxChars} characters long`);
+  if (value.includes('\0')) throw invalidArgument(field, 'must not contain the NUL character (U+0000)');
+  return value;
+}
+
+/** An optional uid chosen by the caller: at most maxChars characters, no NUL. */
+export function checkChosenUid(field: string, value: string | undefined, maxChars: number): void {
+  if (value === undefined) return;
+  if (value.length > maxChars) throw invalidArgument(field, `must be at most ${maxChars} characters long`);
+  if (value.includes('\0')) throw invalidArgument(field, 'must not contain the NUL character (U+0000)');
+}
+
 function missing(field: string): ApiError {
   return new ApiError('bad_request', `Missing required argument "${field}".`);
 }

@@ -5,6 +5,8 @@ import { insertAccount, listAccounts as listAccountRows, findAccountByUid, updat
 import { insertApiKey } from '../storage/api-keys.ts';
 import type { Account } from '../storage/schema.ts';
 import type { Services } from '../services.ts';
+import { checkName } from '../domain/args.ts';
+import { MAX_ACCOUNT_NAME } from './account-settings.ts';
 
 export interface CreatedAccount {
   account: Account;
@@ -13,6 +15,7 @@ export interface CreatedAccount {
 }
 
 export async function createAccount(services: Services, input: { name: string }): Promise<CreatedAccount> {
+  checkName('name', input.name, MAX_ACCOUNT_NAME);
   const now = services.clock.now();
   const apiKey = generateApiKey();
   const account = await services.store.write(async (trx) => {

@@ -11,6 +11,7 @@ import type { Account, Project } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
 import { insertTemplate } from '../storage/templates.ts';
 import type { Services } from '../services.ts';
+import { checkChosenUid, checkName } from '../domain/args.ts';
 
 /** Most projects one account may hold: list_projects is unpaged, so it stays bounded. */
 export const MAX_PROJECTS_PER_ACCOUNT = 1000;
@@ -77,6 +78,8 @@ export function projectUrl(services: Services, project: Pick<Project, 'uid'>): s
 }
 
 export async function createProject(services: Services, account: Account, input: { name: string; uid?: string }): Promise<CreatedProject> {
+  checkName('name', input.name, MAX_PROJECT_NAME);
+  checkChosenUid('uid', input.uid, MAX_PROJECT_UID);
   const now = services.clock.now();
   const apiKey = generateApiKey();
   const uid = input.uid && input.uid !== '' ? input.uid : randomUUID();

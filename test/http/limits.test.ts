@@ -126,3 +126,43 @@ describe('an unavailable database', () => {
     assert.doesNotMatch(apiErrorOf(new Error('secret internals')).message, /secret internals/);
   });
 });
+
+describe('operations check their typed input whatever the edge', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await startTestApp();
+  });
+  after(() => t.close());
+
+  it('createAccount and createProject refuse a 10,000-character or blank name, as the API does (posthorn init reaches them directly)', async () => {
+    const { createAccount } = await import('../../src/operations/accounts.ts');
+    const { createProject } = await import('../../src/operations/projects.ts');
+    const services = t.app.services;
+    await assert.rejects(createAccount(services, { name: 'x'.repeat(10_000) }), (e: Error & { status?: string }) => e.status === 'call_error' && /"name" must be at most 200 characters/.test(e.message));
+    const { account } = await createAccount(services, { name: 'Fine' });
+    await assert.rejects(createProject(services, account, { name: 'x'.repeat(10_000) }), (e: Error & { status?: string }) => e.status === 'call_error' && /"name" must be at most 200/.test(e.message));
+    await assert.rejects(createProject(services, account, { name: '  ' }), (e: Error & { status?: string }) => e.status === 'call_error' && /"name" must not be empty/.test(e.message));
+    await assert.rejects(createProject(services, account, { name: 'ok', uid: `u${NUL}` }), (e: Error & { status?: string }) => e.status === 'call_error' && /"uid"/.test(e.message));
+  });
+});
+
+describe('length limits answer with the limit', () => {
+  let t: TestApp;
+  let seed: Seed;
+  before(async () => {
+    t = await startTestApp();
+    seed = await t.seed();
+  });
+  after(() => t.close());
+
+  it('a project name over 200 characters is 406 saying so, on create and update', async () => {
+    for (const [method, args] of [
+      ['create_project', { name: 'x'.repeat(201) }],
+      ['update_project', { uid: seed.projectUid, name: 'x'.repeat(201) }],
+    ] as const) {
+      const r = await t.call(method, { api_key: seed.accountKey, arguments: args });
+      assert.equal(r.status, 406, method);
+      assert.match(r.body.response.message, /"name" must be at most 200 characters long/, method);
+    }
+  });
+});

@@ -43,10 +43,14 @@ const EXPECTED = { get: (schema: TSchema | undefined) => (schema === undefined ?
 
 type Doc = { description?: string };
 
-/** A string; a number or boolean is read as its spelling. */
-export function str(doc: Doc & { maxLength?: number; format?: string } = {}) {
-  const { maxLength, format, ...rest } = doc;
-  return expect(Type.Union([Type.String({ ...(maxLength ? { maxLength } : {}), ...(format ? { format } : {}) }), Type.Number(), Type.Boolean()], rest), 'a string');
+/**
+ * A string; a number or boolean is read as its spelling. maxLength is documentation: the method
+ * or operation checks it, with a message that names the limit.
+ */
+export function str(doc: Doc & { maxLength?: number } = {}) {
+  const { maxLength, description } = doc;
+  const text = [description, maxLength !== undefined ? `(at most ${maxLength} characters)` : ''].filter(Boolean).join(' ');
+  return expect(Type.Union([Type.String(), Type.Number(), Type.Boolean()], text ? { description: text } : {}), 'a string');
 }
 
 /** A string-only value (no leniency): ids the API itself made. */

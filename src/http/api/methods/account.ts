@@ -2,7 +2,7 @@
 // project key may call for its own project. Handlers read arguments, call operations and present
 // rows: keys, hashes, mailbox passwords and postback secrets never appear in a presentation except
 // the one reply that creates (or rotates) them.
-import type { Args } from '../../../domain/args.ts';
+import { checkName, type Args } from '../../../domain/args.ts';
 import { ApiError } from '../../../domain/errors.ts';
 import { keyPrefix } from '../../../domain/keys.ts';
 import { formatIsoTime } from '../../../domain/time.ts';
@@ -125,10 +125,9 @@ function presentTemplate(project: Project, t: Template) {
 /** An optional string that, when given, must not be blank and fits maxChars. */
 function readName(args: Args, field: string, maxChars: number, required: boolean): string | undefined {
   const value = required ? args.string(field, { required: true }) : args.string(field);
-  if (value === undefined) return undefined;
-  if (value.trim() === '') throw args.invalid(field, 'must not be empty');
-  if (value.length > maxChars) throw args.invalid(field, `must be at most ${maxChars} characters long`);
-  return value;
+  // The operation checks the same rule (domain/args.ts checkName); checked here first so that a
+  // bad name is reported before the other arguments are read.
+  return value === undefined ? undefined : checkName(field, value, maxChars);
 }
 
 function readUid(args: Args, maxChars: number): string | undefined {
