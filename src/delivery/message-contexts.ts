@@ -9,7 +9,7 @@ import type { Services } from '../services.ts';
 import { parsePayload, type MessagePayload } from '../domain/message-payload.ts';
 import { mergeVariables, type Variables } from '../domain/variables.ts';
 import type { ClaimedTransmission } from '../storage/delivery-queue.ts';
-import { composeMime, payloadHasVariables, type ComposedMime } from './compose.ts';
+import { composeMime, payloadHasVariables, type ComposedMime } from '../domain/compose-mime.ts';
 import { findDkimKey, type DkimKey } from './dkim.ts';
 import { applyTracking } from './tracking.ts';
 import { trackingSigningKey } from '../domain/tracking-token.ts';

@@ -237,7 +237,7 @@ export function connectWithoutNagle(
 
 /**
  * Hands one finished message to the pool's transporter (Nodemailer's SMTPPool) directly, skipping
- * Mailer.sendMail: the message is already composed (compose.ts), and sendMail would wrap it in a
+ * Mailer.sendMail: the message is already composed (domain/compose-mime.ts), and sendMail would wrap it in a
  * MailMessage, compile a MIME node around the raw bytes and stream them through newline
  * transforms, a third of the client's CPU per message (measured with --cpu-prof). The pool needs
  * only the envelope and the bytes (a Buffer is written as is, dot-stuffed by the connection);

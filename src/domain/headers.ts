@@ -15,7 +15,7 @@
 // checkHeaderValue() is the one check of every value bound for a header line, whatever its source
 // (docs/reliability.md): send_message's headers, recipients' display names and From, template
 // subjects and From (at save and when read), variables substituted into headers (at acceptance and
-// again at composition, delivery/compose.ts), and SMTP submission.
+// again at composition, domain/compose-mime.ts), and SMTP submission.
 import type { Json } from './args.ts';
 import { describeJsonType, isPlainObject, wrongType } from './args.ts';
 import { ApiError, callError } from './errors.ts';
@@ -75,7 +75,7 @@ export function checkHeaderValue(field: string, value: string): string {
  */
 export class HeaderValueError extends ApiError {}
 
-/** A header's value as rendered for one recipient (delivery/compose.ts): checked again, since
+/** A header's value as rendered for one recipient (domain/compose-mime.ts): checked again, since
  * substitution may bring in what the accepted template did not hold. */
 export function checkRenderedHeader(name: string, value: string | undefined): string | undefined {
   return value === undefined ? value : checkHeaderValue(`the ${name} header after variable substitution`, value);

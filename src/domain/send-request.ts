@@ -130,7 +130,7 @@ function checkHeaderVariables(headers: ReadonlyArray<readonly [string, string | 
   for (const [header, text] of headers) {
     for (const name of variableNamesIn(text)) {
       for (const v of [global[name], ...recipients.map((r) => r.variables?.[name])]) {
-        // Nested values render in headers too; composition checks the rendered text (delivery/compose.ts).
+        // Nested values render in headers too; composition checks the rendered text (domain/compose-mime.ts).
         if (typeof v === 'string') checkHeaderValue(`variable ${JSON.stringify(name)} (used in the ${header} header)`, v);
       }
     }

@@ -1,11 +1,11 @@
 // What the dashboard (and the get_message_content / get_message_source API methods) show of
 // messages: a keyset-paged search of one project's messages, and one message with its content,
 // per-recipient timeline (attempts, opens, clicks, bounce, suppression) and the webhook deliveries
-// it caused. The raw MIME is composed by the same composer delivery uses (delivery/compose.ts).
+// it caused. The raw MIME is composed by the same composer delivery uses (domain/compose-mime.ts).
 import { ApiError } from '../domain/errors.ts';
 import { parsePayload, type MessagePayload } from '../domain/message-payload.ts';
 import { mergeVariables, renderVariables, type Variables } from '../domain/variables.ts';
-import { addressedMime, composeMime } from '../delivery/compose.ts';
+import { addressedMime, composeMime } from '../domain/compose-mime.ts';
 import type { Services } from '../services.ts';
 import {
   findMessageUidInProject,

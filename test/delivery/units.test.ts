@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { classifySmtpReply, splitReply } from '../../src/domain/classify-smtp-reply.ts';
-import { envelopeAddress, formatAddressHeader, preferredTextEncoding } from '../../src/delivery/compose.ts';
+import { envelopeAddress, formatAddressHeader, preferredTextEncoding } from '../../src/domain/compose-mime.ts';
 import { orderMxHosts, parseDnsServer } from '../../src/delivery/dns-resolver.ts';
 import { lookupTransport, parseRelayUrl, parseTransportMap, redactUrl } from '../../src/delivery/routes.ts';
 import { exchangeFromError, isConnectionFailure } from '../../src/delivery/smtp-client.ts';

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { checkHeaderValue, HeaderValueError } from '../../src/domain/headers.ts';
-import { composeMime } from '../../src/delivery/compose.ts';
+import { composeMime } from '../../src/domain/compose-mime.ts';
 import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 import { simpleMessage, startDeliveryHarness, type DeliveryHarness } from '../delivery/harness.ts';
 

@@ -10,9 +10,9 @@ import { domainToASCII } from 'node:url';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import addressparser from 'nodemailer/lib/addressparser/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
-import { checkRenderedHeader } from '../domain/headers.ts';
-import type { MessagePayload } from '../domain/message-payload.ts';
-import { renderVariables, type PartKind, type Variables } from '../domain/variables.ts';
+import { checkRenderedHeader } from './headers.ts';
+import type { MessagePayload } from './message-payload.ts';
+import { renderVariables, type PartKind, type Variables } from './variables.ts';
 
 export interface ComposedMime {
   /** the whole message except the To header (unless `addressed`) */
