@@ -34,7 +34,14 @@ const out = fs.mkdtempSync(path.join(ROOT, `${BUILD_PREFIX}${new Date().toISOStr
 
 const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 if (!fs.existsSync(tsc)) {
-  console.error('posthorn build: TypeScript is not installed (it is a devDependency: run npm install or npm ci)');
+  // An install without devDependencies (npm ci --omit=dev) of a tree that was built before: keep it.
+  if (fs.existsSync(path.join(DIST, 'main.js'))) {
+    console.error('posthorn build: TypeScript is not installed (a devDependency); keeping the existing dist/');
+    fs.rmSync(out, { recursive: true, force: true });
+    process.exit(0);
+  }
+  fs.rmSync(out, { recursive: true, force: true });
+  console.error('posthorn build: TypeScript is not installed (it is a devDependency: run npm install or npm ci, with devDependencies)');
   process.exit(1);
 }
 const compiled = spawnSync(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.build.json'), '--outDir', out], { stdio: 'inherit', cwd: ROOT });
