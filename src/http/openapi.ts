@@ -1,8 +1,8 @@
 // The OpenAPI 3.1 document of the PostageApp API, generated from the method table (http/api/methods):
 // every method is POST /v.1.1/<name> taking {api_key, uid, arguments} and answering the envelope
 // with its data schema, or the error envelope with the statuses of domain/errors.ts. Webhook
-// payloads are its `webhooks` (docs/webhooks.md). Served at GET /openapi.json and rendered at
-// GET /docs (http/api-reference.ts). Built once per process: the table does not change at run time.
+// payloads are its `webhooks`, one per event kind of domain/events.ts (docs/webhooks.md). Served
+// at GET /openapi.json and rendered at GET /docs (http/api-reference.ts). Built once per process: the table does not change at run time.
 import type { TSchema } from '@sinclair/typebox';
 import { Type } from '@sinclair/typebox';
 import { API_STATUSES, type ErrorStatus } from '../domain/errors.ts';
