@@ -172,7 +172,7 @@ describe('delivery webhooks', () => {
     }
   });
 
-  it('retries with backoff for a day, records every attempt, then marks the delivery failed (and can requeue it)', async () => {
+  it('retries on the default schedule (5s,5m,30m,2h,5h,10h,10h) for over a day, records every attempt, then marks the delivery failed (and can requeue it)', async () => {
     const s = await t.seed('Retry');
     const created = await t.call('create_webhook', { api_key: s.accountKey, arguments: { url: sink.url + '/retry', events: ['delivered'] } });
     const uid = created.body.data.webhook.uid;
@@ -182,14 +182,14 @@ describe('delivery webhooks', () => {
     const d = dispatcherOf(t);
     await d.drain();
     assert.equal(sink.requests.length, 1);
-    // Not due before the first backoff is over.
-    clock.advance(59_000);
+    // Not due before the first backoff (5 s) is over.
+    clock.advance(4_000);
     await d.drain();
     assert.equal(sink.requests.length, 1);
-    const start = clock.now() - 59_000;
+    const start = clock.now() - 4_000;
     const times: number[] = [0];
     for (let i = 0; i < 40; i++) {
-      clock.advance(60_000);
+      clock.advance(i === 0 ? 1_000 : 60_000);
       await d.drain();
       if (sink.requests.length > times.length) times.push(clock.now() - start);
       const list = await t.call('list_webhook_deliveries', { api_key: s.accountKey, arguments: { webhook_uid: uid } });
@@ -203,14 +203,15 @@ describe('delivery webhooks', () => {
     const failed = list.body.data.deliveries[0];
     assert.equal(failed.attempts, sink.requests.length);
     assert.equal(failed.attempt_log.length, failed.attempts);
-    assert.ok(failed.attempts >= 10, `attempts: ${failed.attempts}`);
+    assert.equal(failed.attempts, 8, 'the first try and one per delay of the schedule');
     assert.equal(failed.last_status_code, 503);
     assert.equal(failed.last_error, 'HTTP 503');
     for (const a of failed.attempt_log) assert.equal(a.status_code, 503);
-    // The gaps double (1m, 2m, 4m, ...) and the last attempt is over a day after the first.
+    // The gaps follow the schedule (seconds, then minutes, then hours) and the last attempt is over a day after the first.
     const gaps = times.slice(1).map((x, i) => x - times[i]);
-    assert.ok(gaps[0] >= 60_000 && gaps[0] < 120_000, `first gap ${gaps[0]}`);
-    assert.ok(gaps[2] >= 4 * 60_000, `third gap ${gaps[2]}`);
+    assert.equal(gaps[0], 5_000, `first gap ${gaps[0]}`);
+    assert.ok(gaps[1] >= 5 * 60_000 && gaps[1] < 6 * 60_000, `second gap ${gaps[1]}`);
+    assert.ok(gaps[2] >= 30 * 60_000, `third gap ${gaps[2]}`);
     assert.ok(times[times.length - 1] >= 24 * 3600_000, `last attempt at ${times[times.length - 1]} ms`);
     // every attempt carried the same event id
     assert.equal(new Set(sink.requests.map((r) => r.headers['x-posthorn-event-id'])).size, 1);
