@@ -28,7 +28,7 @@ describe('posthorn CLI', () => {
   });
 
   function run(...args: string[]) {
-    // Generous: each command starts Node, tsx and a database connection on a shared 2-core machine.
+    // Generous: each command starts Node and a database connection on a shared 2-core machine.
     const r = spawnSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', timeout: 120_000 });
     return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
   }
@@ -40,9 +40,14 @@ describe('posthorn CLI', () => {
     return JSON.parse(r.stdout);
   }
 
-  it('bin is executable', () => {
+  it('bin is executable and runs the compiled dist/ on plain Node, with no TypeScript loader', () => {
     assert.ok(fs.statSync(BIN).mode & 0o111, 'bin/posthorn.js must be executable');
-    assert.match(fs.readFileSync(BIN, 'utf8'), /^#!\/usr\/bin\/env node/);
+    const bin = fs.readFileSync(BIN, 'utf8');
+    assert.match(bin, /^#!\/usr\/bin\/env node/);
+    assert.match(bin, /import\('\.\.\/dist\/main\.js'\)/);
+    assert.doesNotMatch(bin, /tsx|register\(/);
+    assert.ok(fs.existsSync(path.resolve('dist/main.js')), 'npm test builds dist/ first (scripts/build.js)');
+    assert.ok(fs.readdirSync(path.resolve('dist/storage/migrations')).some((f) => /^\d{3}-.*\.js$/.test(f)), 'migrations compiled to .js');
   });
 
   it('account create --json prints one JSON object with uid and api_key', () => {
