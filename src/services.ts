@@ -27,7 +27,7 @@ export type OutboundAddressCheck = { ok: true; address: string; family: 4 | 6 } 
 /**
  * The address policy for everything Posthorn connects out to on a user's behalf (webhook endpoints,
  * mailbox postbacks, mailbox IMAP hosts): public addresses only, unless the operator sets
- * --allow-private-webhooks. Uses the deployment's --dns-server.
+ * --allow-private-addresses (formerly --allow-private-webhooks). Uses the deployment's --dns-server.
  */
 export interface OutboundAddressPolicy {
   /** scheme (http, https), no credentials, bounded length */

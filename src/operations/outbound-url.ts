@@ -12,6 +12,6 @@ export async function checkOutboundUrl(services: Services, raw: string, opts: { 
   const parsed = policy.parseUrl(raw.trim());
   if (!parsed.ok) throw invalidArgument(opts.field, parsed.reason);
   const checked = await policy.checkHost(parsed.url.hostname);
-  if (!checked.ok) throw new ApiError('bad_request', `${opts.label} refused: ${checked.reason}. Posthorn only posts to public addresses (the operator allows private ones with --allow-private-webhooks).`);
+  if (!checked.ok) throw new ApiError('bad_request', `${opts.label} refused: ${checked.reason}. Posthorn only posts to public addresses (the operator allows private ones with --allow-private-addresses).`);
   return parsed.url.href;
 }

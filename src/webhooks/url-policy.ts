@@ -1,7 +1,7 @@
 // Where Posthorn may post (SSRF policy). A webhook or postback URL must be http(s) without
 // credentials, and every address its host resolves to must be public: private, loopback,
 // link-local, CGNAT, unspecified, multicast and reserved ranges are refused (IPv4 and IPv6,
-// including IPv4-mapped, NAT64 and 6to4 forms) unless the operator sets --allow-private-webhooks.
+// including IPv4-mapped, NAT64 and 6to4 forms) unless the operator sets --allow-private-addresses.
 // The check runs when the URL is saved AND before every request, and the request connects to the
 // address that was checked (no second lookup), so DNS rebinding cannot slip a private address in.
 import dns from 'node:dns';
