@@ -147,6 +147,11 @@ describe('dashboard in a browser', { skip: missing ? `${CHROMIUM} is not install
     assertNothingRan();
     await shot('message');
     await shot('message', true);
+    if (SHOTS) {
+      await page.setViewportSize({ width: 390, height: 844 });
+      await shot('message-phone');
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
     await page.goto(`${t.url}/messages`);
     await shot('messages');
     await shot('messages', true);
