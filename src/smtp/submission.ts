@@ -56,7 +56,6 @@ export class SubmissionListener implements BackgroundService {
   private readonly sessions = new Map<string, SessionState>();
   private readonly connectionsPerIp = new Map<string, number>();
   private readonly authFailures = new Map<string, number[]>();
-  private readonly sockets = new Set<net.Socket>();
   private listening = false;
 
   constructor(
@@ -156,13 +155,9 @@ export class SubmissionListener implements BackgroundService {
     // The raw TCP socket of every connection, for the total connection time limit: smtp-server's
     // own timeout is an idle one, and a client trickling bytes would never meet it.
     server.server.on('connection', (socket: net.Socket) => {
-      this.sockets.add(socket);
       const timer = setTimeout(() => socket.destroy(), config.submissionTotalTimeoutMs);
       timer.unref();
-      socket.once('close', () => {
-        clearTimeout(timer);
-        this.sockets.delete(socket);
-      });
+      socket.once('close', () => clearTimeout(timer));
     });
     server.on('error', (error) => this.services.log.debug({ err: error }, 'SMTP submission connection error'));
     return server;
