@@ -95,6 +95,7 @@ describe('slow and idle clients', () => {
       // Each is cut at its own deadline (1 s for headers, 1.5 s for a body); the bound leaves room
       // for a loaded machine, and is far below what an unlimited server allows (they never close).
       assert.ok(slowest < 15_000, `all closed after ${Math.round(slowest)} ms`);
+      console.log(`# slow clients: ${IDLE} idle and ${SLOW_BODY} slow-body connections all closed ${Math.round(slowest)} ms after the first opened (headers ${HEADERS_MS} ms, body ${REQUEST_MS} ms)`);
       // None was answered: a slow body gets no reply, it is cut.
       assert.equal((await accountInfo()).status, 200);
     });
