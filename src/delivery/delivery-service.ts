@@ -15,7 +15,8 @@
 import { performance } from 'node:perf_hooks';
 import type { BackgroundService } from '../background.ts';
 import { classifySmtpReply, type OutcomeKind } from '../domain/classify-smtp-reply.ts';
-import { decideRetry, parseRetrySchedule, type RetryPolicy } from '../domain/retry-policy.ts';
+import { parseRetrySchedule, type RetryPolicy } from '../domain/retry-policy.ts';
+import { decideTransmissionOutcome } from '../domain/transmission-outcome.ts';
 import { generateWorkerId } from '../domain/keys.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../services.ts';
@@ -31,7 +32,7 @@ import {
 } from '../storage/delivery-queue.ts';
 import { buildEventPayload, type OutcomeEventKind } from '../domain/events.ts';
 import { recordEvent } from '../storage/events.ts';
-import type { Tx } from '../storage/store.ts';
+import { isStoreUnavailable, type Tx } from '../storage/store.ts';
 import { findActiveSuppression, recordBounce } from '../storage/suppressions.ts';
 import { addressedMime, envelopeAddress } from '../domain/compose-mime.ts';
 import { HeaderValueError } from '../domain/headers.ts';
@@ -39,6 +40,7 @@ import { DnsResolver } from './dns-resolver.ts';
 import { MessageContexts, type MessageContext } from './message-contexts.ts';
 import { Router } from './routes.ts';
 import { SmtpClient } from './smtp-client.ts';
+import { OutageWatch } from '../workers/outage.ts';
 import { returnPathFor, verpTagKey } from '../domain/verp.ts';
 
 /** The result of one delivery attempt, as a value. */
@@ -68,6 +70,8 @@ export interface DeliveryOptions {
   mxPort?: number;
   /** how long stop() waits for deliveries in flight (default STOP_GRACE_MS) */
   stopGraceMs?: number;
+  /** the process's registry id (workers/process-registry.ts); a fresh one when absent */
+  workerId?: string;
 }
 
 /** Largest claim in one statement. */
@@ -82,7 +86,7 @@ const EVENTS_WAKE_MS = 20;
 
 export class DeliveryService implements BackgroundService {
   readonly name = 'delivery';
-  readonly workerId = generateWorkerId();
+  readonly workerId: string;
   private readonly policy: RetryPolicy;
   private readonly contexts: MessageContexts;
   private readonly router: Router;
@@ -107,6 +111,7 @@ export class DeliveryService implements BackgroundService {
   private readonly stopGraceMs: number;
   private finishQueue: QueuedFinish[] = [];
   private finishTimer: NodeJS.Timeout | null = null;
+  private readonly outage: OutageWatch;
 
   constructor(
     private readonly services: Services,
@@ -117,7 +122,9 @@ export class DeliveryService implements BackgroundService {
     if (!delays) throw new Error(`--retry-schedule must be durations separated by commas, like "1m,5m,1h", got "${config.retrySchedule}"`);
     this.policy = { delaysMs: delays, maxRetryAgeMs: config.maxRetryAgeMs };
     this.stopGraceMs = options.stopGraceMs ?? STOP_GRACE_MS;
+    this.workerId = options.workerId ?? generateWorkerId();
     this.contexts = new MessageContexts(services);
+    this.outage = new OutageWatch(log, 'delivery');
     const dns = new DnsResolver({ servers: config.dnsServers, clock: services.clock, timeoutMs: Math.min(config.connectTimeoutMs, 5000) });
     this.router = new Router(dns, config, options.mxPort ?? 25);
     this.smtp = new SmtpClient({
@@ -137,7 +144,7 @@ export class DeliveryService implements BackgroundService {
     this.pollTimer = setInterval(() => this.wake(), Math.max(10, this.services.config.pollMs));
     this.pollTimer.unref();
     // Leases are renewed at a third of their length while their deliveries run.
-    this.renewTimer = setInterval(() => void this.renewLeases().catch((err) => this.services.log.error({ err }, 'renewing leases failed')), Math.max(1000, Math.floor(this.services.config.leaseMs / 3)));
+    this.renewTimer = setInterval(() => void this.renewLeases().catch((err) => this.outage.failed(err) || this.services.log.error({ err }, 'renewing leases failed')), Math.max(1000, Math.floor(this.services.config.leaseMs / 3)));
     this.renewTimer.unref();
     this.wake();
   }
@@ -199,6 +206,8 @@ export class DeliveryService implements BackgroundService {
    */
   private async fill(minBatch?: number): Promise<void> {
     if (this.claiming || this.stopping) return;
+    // While the database is away, tries are spaced out (workers/outage.ts); the poll brings the next.
+    if (this.outage.holdingOff()) return;
     this.claiming = true;
     try {
       const workers = Math.max(1, this.services.config.workers);
@@ -213,11 +222,12 @@ export class DeliveryService implements BackgroundService {
         this.wokeDuringClaim = false;
         const limit = Math.min(free, MAX_CLAIM);
         const claimed = await this.claim(limit);
+        this.outage.succeeded();
         for (const t of claimed) void this.launch(t);
         if (claimed.length < limit && !this.wokeDuringClaim) this.moreDue = false;
       }
     } catch (error) {
-      this.services.log.error({ err: error }, 'claiming transmissions failed');
+      if (!this.outage.failed(error)) this.services.log.error({ err: error }, 'claiming transmissions failed');
     } finally {
       this.claiming = false;
     }
@@ -227,7 +237,7 @@ export class DeliveryService implements BackgroundService {
     if (limit <= 0) return [];
     const { store, config, clock } = this.services;
     const claimed = await store.write((trx) =>
-      claimDueTransmissions(trx, { worker: this.workerId, now: clock.now(), leaseMs: config.leaseMs, limit, skipLocked: store.dialect.skipLocked }),
+      claimDueTransmissions(trx, { worker: this.workerId, now: clock.now(), leaseMs: config.leaseMs, limit }),
     );
     if (claimed.length > 0) this.pendingContexts = this.contexts.load(claimed);
     return claimed;
@@ -259,14 +269,25 @@ export class DeliveryService implements BackgroundService {
     let context: MessageContext | undefined;
     let outcome: DeliveryOutcome;
     try {
-      context = (await contexts.catch(() => null))?.get(t.message_id);
-      if (!context) {
-        // The batch load failed (one bad message must not fail the others) or missed it: load
-        // this one alone.
-        context = (await this.contexts.load([t])).get(t.message_id);
+      for (;;) {
+        try {
+          context = (await contexts.catch(() => null))?.get(t.message_id);
+          if (!context) {
+            // The batch load failed (one bad message must not fail the others) or missed it: load
+            // this one alone.
+            context = (await this.contexts.load([t])).get(t.message_id);
+          }
+          if (!context) throw new Error(`message ${t.message_id} of transmission ${t.id} not found`);
+          outcome = await this.deliver(t, context, started);
+          break;
+        } catch (error) {
+          // Every database read of deliver() comes before the SMTP conversation: while the
+          // database is away nothing was sent yet, so the attempt waits and starts over.
+          if (this.stopping || !this.outage.failed(error)) throw error;
+          await this.outage.waitToRetry(() => this.stopping);
+          contexts = Promise.resolve(new Map());
+        }
       }
-      if (!context) throw new Error(`message ${t.message_id} of transmission ${t.id} not found`);
-      outcome = await this.deliver(t, context, started);
     } catch (error) {
       // A throw past the adapters is a defect: log it, defer the transmission, record it.
       this.services.log.error({ err: error, transmission: t.id }, 'delivery defect');
@@ -274,7 +295,17 @@ export class DeliveryService implements BackgroundService {
     }
     releaseSlot();
     try {
-      await this.record(t, context, outcome, startedAt);
+      for (;;) {
+        try {
+          await this.record(t, context, outcome, startedAt);
+          break;
+        } catch (error) {
+          // The outcome is known (the mail may be sent): keep it until the database takes it,
+          // rather than leave the row to be sent again when its lease ends.
+          if (this.stopping || !this.outage.failed(error)) throw error;
+          await this.outage.waitToRetry(() => this.stopping);
+        }
+      }
     } catch (error) {
       // The lease still holds the row; it is retried when the lease expires. After stop() gave
       // the row back (and the store may be closed) this is expected, not an error.
@@ -316,28 +347,11 @@ export class DeliveryService implements BackgroundService {
   private async record(t: ClaimedTransmission, context: MessageContext | undefined, outcome: DeliveryOutcome, startedAt: number): Promise<void> {
     const { services } = this;
     const now = services.clock.now();
-    let state: FinishState;
-    let resultMessage = outcome.resultMessage;
-    let eventType: OutcomeEventKind;
-    let kind = outcome.kind;
-    if (outcome.kind === 'sent') {
-      state = { status: 'completed', at: now };
-      eventType = 'delivered';
-    } else if (outcome.kind === 'failed') {
-      state = { status: 'failed', at: now };
-      eventType = outcome.bounce === 'hard' ? 'bounced' : 'failed';
-    } else {
-      const decision = decideRetry(this.policy, { createdAt: t.created_at, now, failedAttempts: t.attempts + 1 });
-      if (decision.kind === 'retry') {
-        state = { status: 'retry', nextAttemptAt: decision.nextAttemptAt };
-        eventType = 'retry';
-      } else {
-        state = { status: 'failed', at: now };
-        resultMessage = `${decision.reason}; last: ${outcome.resultMessage}`;
-        eventType = 'failed';
-        kind = 'failed';
-      }
-    }
+    // The new state, its event and message: pure (docs/delivery.md, "Retries").
+    const decided = decideTransmissionOutcome(this.policy, outcome, { createdAt: t.created_at, attemptsBefore: t.attempts }, now);
+    const state: FinishState = decided.state;
+    const { resultMessage, kind } = decided;
+    const eventType: OutcomeEventKind = decided.eventType;
     const address = context?.payload.recipientOverride ?? t.recipient;
     const finish: FinishInput = {
       id: t.id,
@@ -438,7 +452,7 @@ export class DeliveryService implements BackgroundService {
         return attempts.map((n) => n !== null);
       });
     } catch (error) {
-      if (batch.length === 1 || this.stopping) {
+      if (batch.length === 1 || this.stopping || isStoreUnavailable(error)) {
         for (const b of batch) b.reject(error);
         return;
       }
