@@ -5,6 +5,9 @@ import { after, before, describe, it } from 'node:test';
 import { hashApiKey } from '../../src/domain/keys.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 
+/** A new project's settings (docs/api/account.md, update_project). */
+const DEFAULT_SETTINGS = { tracking: false, sandbox: false, default_from: null };
+
 const VERSIONS = ['1.0', '1.1'] as const;
 
 describe('project methods', () => {
@@ -31,7 +34,7 @@ describe('project methods', () => {
       assert.match(p.api_key, /^[0-9A-Za-z]{32}$/);
       assert.equal(p.key_prefix, p.api_key.slice(0, 6));
       assert.equal(p.status, 'active');
-      assert.deepEqual(p.settings, { tracking: false });
+      assert.deepEqual(p.settings, DEFAULT_SETTINGS);
       // The new key is a project key: it can call project methods, and comes with the samples.
       const templates = await t.call('list_templates', { api_key: p.api_key });
       assert.equal(templates.status, 200);
@@ -134,7 +137,7 @@ describe('project methods', () => {
     const r = await call('update_project', { uid: 'upd', name: 'After' }, '1.0');
     assert.equal(r.status, 200);
     assert.equal(r.body.data.project.name, 'After');
-    assert.deepEqual(r.body.data.project.settings, { tracking: false });
+    assert.deepEqual(r.body.data.project.settings, DEFAULT_SETTINGS);
     const on = await call('update_project', { uid: 'upd', settings: { tracking: 'true' } });
     assert.equal(on.body.data.project.settings.tracking, true);
     assert.equal(on.body.data.project.name, 'After');
@@ -144,7 +147,7 @@ describe('project methods', () => {
     const off = await call('update_project', { uid: 'upd', settings: { tracking: false } });
     assert.equal(off.body.data.project.settings.tracking, false);
     const row = await t.app.services.store.db.selectFrom('projects').select('settings').where('uid', '=', 'upd').executeTakeFirstOrThrow();
-    assert.deepEqual(JSON.parse(row.settings), { tracking: false });
+    assert.deepEqual(JSON.parse(row.settings), DEFAULT_SETTINGS);
   });
 
   it('update_project errors: 400 missing uid, 404 unknown, 406 naming bad settings', async () => {

@@ -29,7 +29,12 @@ export const ProjectData = Type.Object({
   name: Type.String(),
   url: Type.String(),
   status: Type.Union([Type.Literal('active'), Type.Literal('disabled')]),
-  settings: Type.Object({ tracking: Type.Boolean(), retention_days: Type.Optional(Type.Integer({ description: 'days messages are kept (0: forever); absent: the server default' })) }),
+  settings: Type.Object({
+    tracking: Type.Boolean(),
+    sandbox: Type.Boolean({ description: 'nothing leaves the machine (docs/sandbox.md)' }),
+    default_from: nullable(Type.String({ description: 'the From of a message that names none' })),
+    retention_days: Type.Optional(Type.Integer({ description: 'days messages are kept (0: forever); absent: the server default' })),
+  }),
   key_prefix: nullable(Type.String({ description: 'the first characters of the active key' })),
   created_at: IsoTime,
   updated_at: IsoTime,
