@@ -151,6 +151,12 @@ describe('SMTP submission with Nodemailer', () => {
     assert.equal(transmissions['seen@example.test'].status, 'completed');
     assert.notEqual(transmissions['suppressed@example.test'].status, 'completed', JSON.stringify(transmissions));
     assert.ok(!h.sink.received.slice(before).some((m) => m.to.includes('suppressed@example.test')));
+    // The delivery event webhooks are made from, as for an API message.
+    const events = await h.t.app.services.store.db.selectFrom('events').select(['type', 'payload']).where('project_id', '=', h.seed.projectId).execute();
+    assert.ok(
+      events.some((e) => e.type === 'delivered' && e.payload.includes('report-uid') && e.payload.includes('seen@example.test')),
+      JSON.stringify(events.map((e) => e.type)),
+    );
     const messages = await call('get_messages');
     assert.equal(messages.status, 200);
     assert.equal(messages.body.data['report-uid'].transmissions_total, 2);
