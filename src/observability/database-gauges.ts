@@ -7,6 +7,7 @@ import client from 'prom-client';
 import type { Services } from '../services.ts';
 import { readMailboxStats, readOutboundQueueStats, readTransmissionQueueStats } from '../storage/ops-stats.ts';
 import type { PosthornMetrics } from './metrics.ts';
+import { PING_TIMEOUT_MS, withTimeout } from './readiness.ts';
 
 /** How long one load of the database figures serves scrapes. */
 export const CACHE_MS = 5000;
@@ -37,7 +38,12 @@ export function addDatabaseGauges(metrics: PosthornMetrics, services: Services):
     const db = services.store.db;
     const now = services.clock.now();
     try {
-      const [t, o, m] = await Promise.all([readTransmissionQueueStats(db, now), readOutboundQueueStats(db, now), readMailboxStats(db, now)]);
+      // Bounded like the readiness ping: a database that does not answer must not hold the scrape.
+      const [t, o, m] = await withTimeout(
+        Promise.all([readTransmissionQueueStats(db, now), readOutboundQueueStats(db, now), readMailboxStats(db, now)]),
+        PING_TIMEOUT_MS,
+        'the database',
+      );
       for (const [status, n] of Object.entries(t.byStatus)) transmissions.set({ state: status }, n);
       transmissions.set({ state: 'leased' }, t.leased);
       due.set(t.due);

@@ -3,7 +3,7 @@
 // marks them stopping first at shutdown (observability/readiness.ts). In a worker-only process
 // (--role worker), which has no API listener, it also serves /healthz, /readyz and /metrics on a
 // small listener of its own (--ops-port, --ops-host).
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { BackgroundService } from '../../background.ts';
 import { setLoopState } from '../../observability/readiness.ts';
 import type { Services } from '../../services.ts';
@@ -22,7 +22,7 @@ export class OperationsService implements BackgroundService {
   async start(): Promise<void> {
     const { config } = this.services;
     if (config.role === 'worker') {
-      const server = Fastify({ loggerInstance: this.services.log, disableRequestLogging: true }) as unknown as FastifyInstance;
+      const server = Fastify({ loggerInstance: this.services.log, logController: new LogController({ disableRequestLogging: true }) }) as unknown as FastifyInstance;
       addOperationsRoutes(server, this.services);
       await server.listen({ port: config.opsPort, host: config.opsHost });
       const address = server.server.address();

@@ -1,0 +1,102 @@
+// /readyz (docs/operations.md, "Health"): not ready while a migration of this build is not applied,
+// not ready while PostgreSQL is stopped (and /healthz still alive), ready again when it is back.
+// PostgreSQL is ALWAYS started again (finally), whatever happens; every wait is bounded.
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import { after, describe, it } from 'node:test';
+import pg from 'pg';
+import { sql } from 'kysely';
+import { startTestApp } from '../helpers/app.ts';
+import { onlyOn } from '../helpers/databases.ts';
+import { ADMIN_URL } from '../helpers/postgres.ts';
+
+function pgCluster(action: 'start' | 'stop'): void {
+  const version = fs.readdirSync('/etc/postgresql')[0];
+  execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', version, 'main', action, ...(action === 'stop' ? ['-m', 'fast'] : [])], { stdio: 'ignore', timeout: 60_000 });
+}
+
+async function waitForPostgres(timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const client = new pg.Client({ connectionString: ADMIN_URL });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      await client.query('select 1');
+      await client.end();
+      return;
+    } catch (error) {
+      await client.end().catch(() => {});
+      if (Date.now() > deadline) throw error;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+function canControlPostgres(): boolean {
+  return process.getuid?.() === 0 && fs.existsSync('/etc/postgresql') && spawnSync('which', ['pg_ctlcluster']).status === 0;
+}
+
+async function readyz(url: string): Promise<{ status: number; body: { status: string; checks: Record<string, string> } }> {
+  const r = await fetch(url + '/readyz');
+  return { status: r.status, body: await r.json() };
+}
+
+/** Polls /readyz until it answers `status` (bounded). */
+async function readyzUntil(url: string, status: number, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await readyz(url);
+    if (r.status === status) return r;
+    if (Date.now() > deadline) throw new Error(`/readyz stayed ${r.status}: ${JSON.stringify(r.body)}`);
+    await new Promise((res) => setTimeout(res, 200));
+  }
+}
+
+const pgSkip = onlyOn('postgres') || (canControlPostgres() ? false : 'needs root and pg_ctlcluster to stop and start PostgreSQL');
+
+describe('readiness', () => {
+  const cleanup: Array<() => Promise<void>> = [];
+  after(async () => {
+    for (const f of cleanup.reverse()) await f();
+  });
+
+  it('is not ready while a migration of this build is missing from the database', async () => {
+    const t = await startTestApp();
+    cleanup.push(() => t.close());
+    const db = t.app.services.store.db;
+    const name = '110-retention-indexes';
+    const row = await sql<{ name: string; timestamp: string }>`select name, timestamp from posthorn_migrations where name = ${name}`.execute(db);
+    assert.equal(row.rows.length, 1);
+    await sql`delete from posthorn_migrations where name = ${name}`.execute(db);
+    const r = await readyz(t.url);
+    assert.equal(r.status, 503);
+    assert.equal(r.body.status, 'not ready');
+    assert.equal(r.body.checks.migrations, `pending: ${name}`);
+    await sql`insert into posthorn_migrations (name, timestamp) values (${name}, ${row.rows[0].timestamp})`.execute(db);
+    assert.equal((await readyz(t.url)).status, 200);
+  });
+
+  it('turns false when PostgreSQL is stopped and true when it is back', { skip: pgSkip, timeout: 180_000 }, async () => {
+    const t = await startTestApp();
+    cleanup.push(() => t.close());
+    assert.equal((await readyz(t.url)).status, 200);
+    try {
+      pgCluster('stop');
+      const down = await readyzUntil(t.url, 503);
+      assert.match(down.body.checks.database, /^unavailable: /);
+      assert.ok(!down.body.checks.database.includes('postgres://'), 'no connection string in the answer');
+      // Alive all the same: a liveness probe must not restart a process for its database's outage.
+      assert.equal((await fetch(t.url + '/healthz')).status, 200);
+      // Metrics still answer, saying the database is down.
+      const metrics = await (await fetch(t.url + '/metrics')).text();
+      assert.match(metrics, /^posthorn_database_up 0$/m);
+    } finally {
+      pgCluster('start');
+      await waitForPostgres();
+    }
+    const back = await readyzUntil(t.url, 200);
+    assert.equal(back.body.checks.database, 'ok');
+  });
+});
