@@ -4,10 +4,12 @@
 // response or in the log.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { ManualClock } from '../../src/domain/clock.ts';
+import { createWatcher } from '../../src/ingress/watcher.ts';
 import { startTestApp, type ApiReply, type Seed, type TestApp } from '../helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.ts';
 
@@ -230,6 +232,40 @@ describe('mailbox methods', () => {
     assert.match(moved.body.response.message, /non-public address \(10\.0\.0\.5\).*--allow-private-addresses/);
     assert.equal((await row('moves-private')).host, 'imap.example.com', 'a refused update changes nothing');
     await call('delete_mailbox', { uid: 'moves-private' });
+  });
+
+  it('the watcher checks the host again at connect time: a name moved to a private address (DNS rebinding) is refused, nothing connects', async () => {
+    // Its own app and database: the watcher claims every due mailbox, and the others here have public
+    // addresses it must never try.
+    const trap = net.createServer((socket) => socket.destroy());
+    let connections = 0;
+    trap.on('connection', () => connections++);
+    await new Promise<void>((resolve) => trap.listen(0, '127.0.0.1', resolve));
+    const own = await startTestApp({ background: false, config: { dnsServers: [dns.address] } });
+    const ownSeed = await own.seed('rebind');
+    try {
+      dns.set('rebind.example.com', { a: ['93.184.215.40'] });
+      const created = await own.call('create_mailbox', {
+        api_key: ownSeed.accountKey,
+        arguments: { ...base(), uid: 'rebind', host: 'rebind.example.com', port: (trap.address() as net.AddressInfo).port },
+      });
+      assert.equal(created.status, 200, JSON.stringify(created.body));
+      dns.set('rebind.example.com', { a: ['127.0.0.1'] });
+      const watcher = createWatcher(own.app.services);
+      try {
+        await watcher.syncNow();
+      } finally {
+        await watcher.stop();
+      }
+      const stored = await own.app.services.store.db.selectFrom('mailboxes').selectAll().where('uid', '=', 'rebind').executeTakeFirstOrThrow();
+      assert.equal(stored.status, 'error');
+      assert.match(stored.last_error ?? '', /^IMAP host refused: host rebind\.example\.com resolves to a non-public address \(127\.0\.0\.1\).*--allow-private-addresses/);
+      assert.equal(connections, 0, 'nothing connected to the private address');
+    } finally {
+      dns.remove('rebind.example.com');
+      await own.close();
+      await new Promise((resolve) => trap.close(resolve));
+    }
   });
 
   it('accepts host names, IPv4 and IPv6 addresses', async () => {
