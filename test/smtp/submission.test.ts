@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
 import { simpleParser } from 'mailparser';
 import nodemailer from 'nodemailer';
-import { createDomain } from '../../src/operations/domains.ts';
 import { setProjectStatus } from '../../src/operations/projects.ts';
 import { headerOf } from '../helpers/smtp-peers.ts';
 import { mimeMessage, startSubmissionHarness, type SubmissionHarness } from './harness.ts';
@@ -97,9 +97,10 @@ describe('SMTP submission with Nodemailer', () => {
     assert.equal(h.sink.received[before].to[0], 'tls@example.test');
   });
 
-  it('delivers a raw message byte for byte, adds Message-ID and Date only when missing, and signs it with the domain key', async () => {
-    const account = await h.t.app.services.store.db.selectFrom('accounts').selectAll().where('id', '=', h.seed.accountId).executeTakeFirstOrThrow();
-    await createDomain(h.t.app.services, account, { name: 'example.test' });
+  it('delivers a raw message byte for byte, adds Message-ID and Date only when missing, and signs it with the domain key (verified)', async () => {
+    const domain = await h.t.call('create_domain', { api_key: h.seed.accountKey, arguments: { name: 'example.test' } });
+    assert.equal(domain.status, 200, JSON.stringify(domain.body));
+    const dkimRecord = domain.body.data.domain.dns_records.dkim;
     const raw = mimeMessage(
       { From: 'signed@example.test', To: 'raw@example.test', Subject: 'raw bytes', 'X-Posthorn-Uid': 'raw-uid-1', 'Content-Type': 'text/plain; charset=utf-8', 'Content-Transfer-Encoding': '8bit' },
       'Grüße, \u00e9t\u00e9\r\n..a line that starts with a dot\r\n.\r\nnot the end\r\n',
@@ -122,6 +123,13 @@ describe('SMTP submission with Nodemailer', () => {
     const submittedRest = Buffer.from(raw.replace('X-Posthorn-Uid: raw-uid-1\r\n', ''), 'utf8');
     assert.ok(delivered.subarray(delivered.length - submittedRest.length).equals(submittedRest));
     assert.ok(text.includes('\r\n.\r\nnot the end\r\n'), 'a dot line inside the body is content');
+    // The signature verifies over the raw MIME as delivered (8-bit body included).
+    const resolver = async (name: string, type: string) => {
+      if (type === 'TXT' && name === dkimRecord.name) return [[dkimRecord.value.slice(0, 255), dkimRecord.value.slice(255)]];
+      throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
+    };
+    const verified = await dkimVerify(delivered, { resolver });
+    assert.equal(verified.results[0].status.result, 'pass', JSON.stringify(verified.results[0].status));
   });
 
   it('is read by the reports like an API message, and a suppressed recipient is not sent to', async () => {
