@@ -63,6 +63,11 @@ describe('one argument policy for every method', () => {
       assert.equal(r.status, 406, m.name);
       assert.match(r.body.response.message, /"arguments\.settings(\.a)*" is nested deeper than 32 levels/, m.name);
     }
+    // A top-level uid too deep to be echoed back is refused, and the reply echoes none.
+    const deepUid = await t.post('/v.1.1/get_method_list', `{"api_key":${JSON.stringify(seed.projectKey)},"uid":${deep}}`, { 'content-type': 'application/json' });
+    assert.equal(deepUid.status, 406);
+    assert.equal(deepUid.body.response.uid, null);
+    assert.match(deepUid.body.response.message, /"uid(\.a)*" is nested deeper/);
     // Just under the limit is the method's business, not the policy's.
     const ok = await t.call('update_account', { api_key: seed.accountKey, arguments: { settings: { deep: nested(MAX_ARGUMENT_DEPTH - 4) } } });
     assert.equal(ok.status, 200, JSON.stringify(ok.body));

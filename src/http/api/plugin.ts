@@ -74,8 +74,10 @@ async function handleApiCall(services: Services, request: FastifyRequest, reply:
   let uid: Json | undefined;
   try {
     const body = decodeBody(request.body as Buffer | undefined);
-    uid = body.uid;
+    // The uid is echoed only once the body passed the policy: a uid nested thousands of levels
+    // deep could not be written back.
     checkArgumentPolicy(body);
+    uid = body.uid;
     const apiKey = body.api_key;
     if (apiKey !== undefined && apiKey !== null && typeof apiKey !== 'string') {
       throw callError('"api_key" must be a string');
