@@ -432,7 +432,7 @@ export class DeliveryService implements BackgroundService {
       // each write commits on its own pooled connection (PostgreSQL, which groups fsyncs itself),
       // one transaction per finish keeps the pool's connections working in parallel: measured
       // faster there than one long transaction per batch or per pool connection.
-      const size = this.services.store.dialect.groupCommit ? batch.length : 1;
+      const size = this.services.store.writeBatchSize(batch.length);
       for (let i = 0; i < batch.length; i += size) void this.writeFinishes(batch.slice(i, i + size));
     }
     // Refill the slots these deliveries freed in the same turn: the claim joins this group commit.

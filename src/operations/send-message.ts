@@ -50,26 +50,21 @@ export async function sendMessage(services: Services, caller: ProjectCaller, req
   const payload = JSON.stringify(buildPayload(accepted, request, messageIdFor(uid, services.config.mailerHost)));
   const rows = transmissionRows(accepted, caller.project.id, request.deliver, now);
   const id = await services.store.write(async (trx) => {
-    let messageId: number;
-    try {
-      messageId = await insertMessage(trx, {
-        project_id: caller.project.id,
-        uid,
-        unique_id: uniqueIdFor(uid, services.config.mailerHost),
-        template: request.template,
-        subject: accepted.subject,
-        from_address: accepted.from,
-        recipient_count: accepted.copies.length,
-        deliver: request.deliver ? 1 : 0,
-        created_at: now,
-        payload,
-      });
-    } catch (error) {
-      // The message insert's only unique constraint is messages_project_uid: a duplicate. The
-      // error still rolls this unit back (it is rethrown as the API's answer).
-      if (services.store.dialect.isUniqueViolation(error)) throw duplicateMessageUid(uid);
-      throw error;
-    }
+    const inserted = await insertMessage(trx, {
+      project_id: caller.project.id,
+      uid,
+      unique_id: uniqueIdFor(uid, services.config.mailerHost),
+      template: request.template,
+      subject: accepted.subject,
+      from_address: accepted.from,
+      recipient_count: accepted.copies.length,
+      deliver: request.deliver ? 1 : 0,
+      created_at: now,
+      payload,
+    });
+    // A duplicate uid: the thrown answer rolls this unit back.
+    if (inserted.duplicate) throw duplicateMessageUid(uid);
+    const messageId = inserted.id;
     for (const row of rows) row.message_id = messageId;
     await insertTransmissions(trx, rows);
     return messageId;

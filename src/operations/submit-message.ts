@@ -143,25 +143,20 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
     };
   });
   const id = await services.store.write(async (trx) => {
-    let messageRowId: number;
-    try {
-      messageRowId = await insertMessage(trx, {
-        project_id: caller.project.id,
-        uid,
-        unique_id: uniqueIdFor(uid, services.config.mailerHost),
-        template: null,
-        subject,
-        from_address: fromText,
-        recipient_count: rows.length,
-        deliver: 1,
-        created_at: now,
-        payload: payloadJson,
-      });
-    } catch (error) {
-      // messages_project_uid is the insert's only unique constraint: a duplicate uid.
-      if (services.store.dialect.isUniqueViolation(error)) throw new SubmissionRefused(550, `5.7.0 Uid ${uid} already exists. Assuming message duplication.`);
-      throw error;
-    }
+    const inserted = await insertMessage(trx, {
+      project_id: caller.project.id,
+      uid,
+      unique_id: uniqueIdFor(uid, services.config.mailerHost),
+      template: null,
+      subject,
+      from_address: fromText,
+      recipient_count: rows.length,
+      deliver: 1,
+      created_at: now,
+      payload: payloadJson,
+    });
+    if (inserted.duplicate) throw new SubmissionRefused(550, `5.7.0 Uid ${uid} already exists. Assuming message duplication.`);
+    const messageRowId = inserted.id;
     for (const row of rows) row.message_id = messageRowId;
     await insertTransmissions(trx, rows);
     return messageRowId;

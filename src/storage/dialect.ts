@@ -38,6 +38,16 @@ export interface StoreDialect {
 export type ColumnBuilder = (col: ColumnDefinitionBuilder) => ColumnDefinitionBuilder;
 
 /**
+ * Whether an error is a unique-constraint violation, on either database (PostgreSQL 23505, SQLite
+ * SQLITE_CONSTRAINT_UNIQUE / _PRIMARYKEY). For storage's own inserts that report a duplicate as a
+ * value; callers outside storage/ never ask.
+ */
+export function isUniqueViolationError(error: unknown): boolean {
+  const code = String((error as { code?: unknown } | null)?.code ?? '');
+  return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
+}
+
+/**
  * A claim's due-row subquery, with FOR UPDATE SKIP LOCKED where the database has it (PostgreSQL:
  * concurrent claimers pass over each other's rows instead of waiting); SQLite's single writer makes
  * it moot. Decided here, from the connection's own adapter, so no caller outside storage/ reads a

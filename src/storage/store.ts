@@ -104,6 +104,16 @@ export class Store {
     for (const settle of settled) settle();
   }
 
+  /**
+   * How many of `n` independent writes to put in one transaction: all of them where writes are
+   * group-committed (SQLite: one fsync for the batch), one where each write commits on its own
+   * pooled connection (PostgreSQL groups fsyncs itself, and the pool's connections then work in
+   * parallel: measured faster there, docs/decisions/0003-performance.md).
+   */
+  writeBatchSize(n: number): number {
+    return this.dialect.groupCommit ? Math.max(1, n) : 1;
+  }
+
   /** Tells workers (in this process, and in others where the dialect can) that work is due. */
   wake(channel: WakeChannel): void {
     this.wakes.emit(channel);

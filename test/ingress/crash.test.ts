@@ -40,6 +40,7 @@ describe('inbound mailboxes survive a crash', { skip: dovecotSkip() }, () => {
       const worker = spawnServe(config, ['--role', 'worker'], {
         POSTHORN_ALLOW_PRIVATE_WEBHOOKS: 'true',
         POSTHORN_POLL_MS: '100',
+        POSTHORN_OPS_PORT: '0',
         POSTHORN_WORKERS: '0',
       });
       try {

@@ -123,6 +123,8 @@ describe('many processes on one PostgreSQL database', { skip: onlyOn('postgres')
     POSTHORN_POLL_MS: '200',
     POSTHORN_WORKERS: String(WORKERS),
     POSTHORN_DB_POOL_SIZE: '5',
+    // Two workers on one machine: each its own operations port.
+    POSTHORN_OPS_PORT: '0',
     LOG_LEVEL: 'info',
   });
   const envFor = (name: string) => ({ ...baseEnv(), POSTHORN_DATA: path.join(dataDir, name) });

@@ -47,6 +47,7 @@ describe('webhook dispatch survives a crash', () => {
     const worker = spawnServe(config, ['--role', 'worker'], {
       POSTHORN_ALLOW_PRIVATE_WEBHOOKS: 'true',
       POSTHORN_POLL_MS: '100',
+      POSTHORN_OPS_PORT: '0',
     });
     try {
       await sink.waitFor(60, 30_000);
