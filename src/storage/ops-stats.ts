@@ -103,7 +103,8 @@ const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '
  * migrator's own table (storage/migrate.ts names it posthorn_migrations).
  */
 export async function listPendingMigrations(db: Tx): Promise<string[]> {
-  const files = fs.readdirSync(MIGRATIONS_DIR).filter((f) => /^\d{3}-.*\.ts$/.test(f)).map((f) => f.replace(/\.ts$/, ''));
+  // The migrator's own rule (storage/migrate.ts): .ts in the sources, .js in the compiled dist/.
+  const files = fs.readdirSync(MIGRATIONS_DIR).filter((f) => /^\d{3}-.*\.[jt]s$/.test(f) && !f.endsWith('.d.ts')).map((f) => f.replace(/\.[jt]s$/, ''));
   const { rows } = await sql<{ name: string }>`select name from posthorn_migrations`.execute(db);
   const applied = new Set(rows.map((r) => r.name));
   return files.filter((f) => !applied.has(f)).sort();
