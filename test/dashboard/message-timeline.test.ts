@@ -1,0 +1,65 @@
+// One message's page with real delivery and real webhooks on both databases: a local SMTP server
+// accepts one recipient and refuses the other (550), a local HTTP receiver takes the webhooks.
+// The page shows, per recipient, the attempt the server answered (MX host, code and text,
+// duration) and the final state, and lists the webhook deliveries the message caused; a message of
+// the same project sent at the same time does not borrow them.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
+import { startHttpSink, type HttpSink } from '../helpers/http-sink.ts';
+import { reply, startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
+import { signedInClient, type SessionClient } from './session-client.ts';
+
+describe('one message: timeline and webhook deliveries', () => {
+  let t: TestApp;
+  let peer: SmtpPeer;
+  let sink: HttpSink;
+  let seed: Seed;
+  let client: SessionClient;
+
+  before(async () => {
+    peer = await startSmtpPeer({ starttls: false, rcpt: (to) => (to.startsWith('gone@') ? reply(550, '5.1.1 <gone@customer.example>: user unknown') : null) });
+    sink = await startHttpSink();
+    t = await startTestApp({ config: { workers: 2, transportMap: [peer.transportFor('*')], allowPrivateWebhooks: true, webhookTimeoutMs: 2000 } });
+    seed = await t.seed('timeline');
+    ({ client } = await signedInClient(t, seed.accountUid));
+    const hook = await t.call('create_webhook', { api_key: seed.accountKey, arguments: { url: `${sink.url}/hooks`, events: ['delivered', 'failed', 'bounced'] } });
+    assert.equal(hook.status, 200, JSON.stringify(hook.body));
+  });
+  after(async () => {
+    await t?.close();
+    await peer?.close();
+    await sink?.close();
+  });
+
+  it('shows each recipient\'s attempt and the webhooks the message caused, and no other message\'s', async () => {
+    const send = (uid: string, recipients: string[]) =>
+      t.call('send_message', { api_key: seed.projectKey, uid, arguments: { recipients, headers: { subject: uid, from: 'a@acme.example' }, content: { 'text/plain': 'x' } } });
+    const mine = await send('timeline-1', ['ok@customer.example', 'gone@customer.example']);
+    const theirs = await send('timeline-2', ['other@customer.example']);
+    assert.equal(mine.status, 200);
+    assert.equal(theirs.status, 200);
+    await peer.waitForReceived(2, 20_000);
+    await sink.waitFor(3, 20_000);
+
+    const page = await client.get(`/messages/${mine.body.data.message.id}`);
+    assert.equal(page.status, 200);
+    const sections = page.text.split('<section class="card recipient"').slice(1);
+    assert.equal(sections.length, 2);
+    const ok = sections.find((s) => s.includes('ok@customer.example'))!;
+    const gone = sections.find((s) => s.includes('gone@customer.example'))!;
+    assert.match(ok, /<li class="attempt sent">[\s\S]*?<dd>127\.0\.0\.1<\/dd>[\s\S]*?<code>SMTP_250<\/code>[\s\S]*?\d+ ms/);
+    assert.match(ok, /<strong>completed<\/strong>/);
+    assert.match(gone, /<li class="attempt failed">[\s\S]*?<code>SMTP_550<\/code>[^<]*user unknown/);
+    assert.match(gone, /<span class="badge failed">failed<\/span>/);
+
+    const deliveries = page.text.slice(page.text.indexOf('<h2>Webhook deliveries</h2>'));
+    const rows = deliveries.split('<tr>').slice(2);
+    assert.ok(rows.length >= 2, deliveries);
+    assert.ok(rows.every((r) => /ok@customer\.example|gone@customer\.example/.test(r)), deliveries);
+    assert.ok(rows.some((r) => r.includes('<td>delivered</td><td>ok@customer.example</td>')));
+    // A 550 to RCPT is a hard bounce: its event is `bounced` (docs/webhooks.md).
+    assert.ok(rows.some((r) => /<td>(failed|bounced)<\/td><td>gone@customer\.example<\/td>/.test(r)), deliveries);
+    assert.ok(!deliveries.includes('other@customer.example'));
+  });
+});
