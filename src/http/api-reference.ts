@@ -23,8 +23,8 @@ const ASSETS: Record<string, { file: string; type: string }> = {
 export const DOCS_CSP = [
   "default-src 'none'",
   "script-src 'self'",
-  // Swagger UI's React components set style attributes; no stylesheet or script comes from elsewhere.
-  "style-src 'self' 'unsafe-inline'",
+  // Swagger UI's own stylesheet only (its components set styles through the DOM, which CSP allows).
+  "style-src 'self'",
   "img-src 'self' data:",
   "connect-src 'self'",
   "font-src 'self'",

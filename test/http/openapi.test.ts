@@ -103,6 +103,12 @@ describe('OpenAPI document and reference page', () => {
         if (msg.type() === 'error') problems.push(msg.text());
       });
       page.on('pageerror', (error) => problems.push(String(error)));
+      // Every CSP violation, reported by the page itself (injected through the browser, not the page).
+      const violations: string[] = [];
+      await page.exposeFunction('reportViolation', (text: string) => violations.push(text));
+      await page.addInitScript(() => {
+        document.addEventListener('securitypolicyviolation', (e) => (window as unknown as { reportViolation(t: string): void }).reportViolation(`${e.violatedDirective} ${e.blockedURI}`));
+      });
       await page.goto(`${t.url}/docs`);
       await page.locator('.opblock-summary-path', { hasText: '/v.1.1/send_message' }).first().waitFor({ timeout: 30_000 });
       // One block per method and one per webhook event.
@@ -110,7 +116,12 @@ describe('OpenAPI document and reference page', () => {
       const shown = new Set((await page.locator('.opblock-summary-path').allTextContents()).map((text) => text.replace(/\u200b/g, '').trim()));
       assert.deepEqual([...shown].filter((p) => p.startsWith('/v.1.1/')).sort(), ALL_METHODS.map((m) => `/v.1.1/${m.name}`).sort());
       for (const event of EVENT_KINDS) assert.ok(shown.has(event), `${event} in ${[...shown].filter((p) => !p.startsWith('/')).join(',')}`);
+      // Opening an operation renders its request schema and example (more of Swagger UI's styles).
+      await page.locator('.opblock-summary', { hasText: '/v.1.1/send_message' }).first().click();
+      await page.locator('.opblock-body').first().waitFor({ timeout: 10_000 });
+      await page.locator('.opblock-body', { hasText: 'recipients' }).first().waitFor({ timeout: 10_000 });
       assert.deepEqual(outside, []);
+      assert.deepEqual(violations, []);
       assert.deepEqual(problems.filter((p) => /Content Security Policy|Refused/i.test(p)), []);
     } finally {
       await browser.close();
