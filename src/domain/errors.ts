@@ -1,6 +1,6 @@
 // The edge contract: every response.status the API can answer, with its HTTP code, in one table.
 // Operations throw ApiError with one of these names; anything else that escapes an operation is a
-// defect and is answered as internal_server_error without its text (see http/envelope.ts).
+// defect and is answered as internal_server_error without its text (see http/api/envelope.ts).
 
 export const API_STATUSES = {
   ok: 200,
