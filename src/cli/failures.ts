@@ -93,6 +93,7 @@ export function describeFailure(error: unknown, config: Readonly<Config> | null)
   }
   if (e.path && FILE_PROBLEMS[code]) {
     const option = fileOption(config, e.path);
+    if (option === '--data') return `cannot use ${e.path} (--data, the data directory): ${FILE_PROBLEMS[code]}; fix --data or its permissions`;
     return `cannot read ${option ? `the ${option} file ` : ''}${e.path}: ${FILE_PROBLEMS[code]}${option ? `; fix ${option}` : ''}`;
   }
   return message || 'failed';
