@@ -18,6 +18,7 @@ import { findTemplateChain } from '../storage/template-layouts.ts';
 import { insertTransmissions, type AcceptedTransmission } from '../storage/transmissions.ts';
 import type { ProjectCaller } from './context.ts';
 import type { Services } from '../services.ts';
+import { recordMessageAccepted } from '../observability/attempts.ts';
 
 export interface SentMessage {
   id: number;
@@ -71,6 +72,7 @@ export async function sendMessage(services: Services, caller: ProjectCaller, req
   });
   // Workers are told only when there is something to deliver (a wake is a NOTIFY on PostgreSQL).
   if (rows.some((row) => row.status === 'queued')) services.store.wake('transmissions');
+  recordMessageAccepted(services, rows.length);
   return { id, url: messageUrl(services, id), uid };
 }
 

@@ -20,6 +20,7 @@ import { insertTransmissions, type AcceptedTransmission } from '../storage/trans
 import type { ProjectCaller } from './context.ts';
 import type { Services } from '../services.ts';
 import { messageUrl, RESULT_NULL_SINK, type SentMessage } from './send-message.ts';
+import { recordMessageAccepted } from '../observability/attempts.ts';
 
 /** Headers that name the message's uid (docs/smtp-submission.md); removed before delivery. */
 export const UID_HEADERS = ['x-posthorn-uid', 'x-postageapp-uid'] as const;
@@ -162,6 +163,7 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
     return messageRowId;
   });
   if (rows.some((row) => row.status === 'queued')) services.store.wake('transmissions');
+  recordMessageAccepted(services, rows.length);
   return { id, url: messageUrl(services, id), uid };
 }
 

@@ -65,6 +65,8 @@ describe('operations endpoints', () => {
     assert.ok(!after.some((s) => Object.values(s.labels).includes('no_such_method_abc')));
     assert.equal(sampleValue(after, 'posthorn_api_request_duration_seconds_count', { method: 'send_message' }), 4);
     assert.equal(sampleValue(after, 'posthorn_transmissions_due'), 6);
+    assert.equal(sampleValue(after, 'posthorn_messages_accepted_total'), 3);
+    assert.equal(sampleValue(after, 'posthorn_recipients_accepted_total'), 6);
     assert.ok(sampleValue(after, 'posthorn_transmissions_oldest_due_age_seconds') >= 0);
     assert.equal(sampleValue(after, 'posthorn_database_up'), 1);
     // Store writes are timed; default process metrics (event-loop lag among them) are present.
