@@ -22,6 +22,7 @@ const NAV: Array<[string, string, string, boolean]> = [
   ['domains', '/domains', 'Domains', true],
   ['webhooks', '/webhooks', 'Webhooks', true],
   ['mailboxes', '/mailboxes', 'Mailboxes', true],
+  ['users', '/users', 'Users', true],
 ];
 
 export function csrfField(viewer: Viewer): SafeHtml {

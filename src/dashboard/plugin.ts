@@ -22,6 +22,7 @@ import { installOverviewPages } from './pages/overview.ts';
 import { installSignInPages, installSignOut } from './pages/sign-in.ts';
 import { installSuppressionPages } from './pages/suppressions.ts';
 import { installTemplatePages } from './pages/templates.ts';
+import { installUserPages } from './pages/users.ts';
 import { installWebhookPages } from './pages/webhooks.ts';
 
 export const SESSION_COOKIE = 'posthorn_session';
@@ -145,6 +146,7 @@ export async function dashboard(app: FastifyInstance, opts: { services: Services
     installDomainPages(authed, routes);
     installWebhookPages(authed, routes);
     installMailboxPages(authed, routes);
+    installUserPages(authed, routes);
   });
 }
 

@@ -15,6 +15,7 @@ import {
   findUserByEmail,
   insertSession,
   insertUser,
+  listUsersOfAccount,
   markSignedIn,
   updateUserPassword,
 } from '../storage/dashboard-users.ts';
@@ -265,4 +266,13 @@ export async function createFirstUser(services: Services, account: Account, emai
   const host = services.config.mailerHost;
   const taken = await findUserByEmail(services.store.db, `admin@${host}`.toLowerCase());
   return createUser(services, { accountUid: account.uid, email: taken ? `admin-${account.uid.slice(0, 8)}@${host}` : `admin@${host}` });
+}
+
+/** The users of the viewer's account, with the uid of the project each is scoped to (null: all). */
+export async function listAccountUsers(services: Services, viewer: Viewer): Promise<Array<{ user: DashboardUser; projectUid: string | null }>> {
+  if (viewer.scopeProject) throw new ApiError('not_found', 'Only account users manage users.');
+  const db = services.store.db;
+  const [users, projects] = await Promise.all([listUsersOfAccount(db, viewer.account.id), listProjects(db, viewer.account.id)]);
+  const uidOf = new Map(projects.map((p) => [Number(p.id), p.uid]));
+  return users.map((user) => ({ user, projectUid: user.project_id === null ? null : (uidOf.get(Number(user.project_id)) ?? null) }));
 }

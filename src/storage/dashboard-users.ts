@@ -62,3 +62,8 @@ export async function deleteUserSessions(db: Tx, userId: number): Promise<void> 
 export async function deleteExpiredSessions(db: Tx, now: number): Promise<void> {
   await db.deleteFrom('dashboard_sessions').where('expires_at', '<=', now).execute();
 }
+
+/** The users of an account, by email. */
+export async function listUsersOfAccount(db: Tx, accountId: number): Promise<DashboardUser[]> {
+  return db.selectFrom('dashboard_users').selectAll().where('account_id', '=', accountId).orderBy('email').execute();
+}

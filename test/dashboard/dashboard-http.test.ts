@@ -268,6 +268,48 @@ describe('dashboard over HTTP', () => {
     seed.projectKey = key;
   });
 
+  it('adds a user from the dashboard, its password shown once', async () => {
+    await client.get('/users');
+    const added = await client.post('/users', { email: 'Colleague@Example.test', project: seed.projectUid });
+    assert.equal(added.status, 200);
+    const password = /id="new-password" class="key" readonly value="([^"]+)"/.exec(added.text)![1];
+    const list = await client.get('/users');
+    assert.ok(list.text.includes('colleague@example.test'));
+    assert.ok(!list.text.includes(password));
+    const colleague = new SessionClient(t.url);
+    assert.equal((await colleague.signIn('colleague@example.test', password)).status, 303);
+    assert.equal((await colleague.get('/users')).status, 404, 'a project-scoped user manages no users');
+    const again = await client.post('/users', { email: 'colleague@example.test' });
+    assert.equal(again.status, 303);
+    assert.match(new URL(again.headers.get('location') ?? '', t.url).searchParams.get('error') ?? '', /already exists/);
+  });
+
+  it('adds a sending domain with the records to publish, checks it, and manages a webhook with its secret shown once', async () => {
+    await client.get('/domains');
+    const added = await client.post('/domains', { name: 'Mail.Example.com' });
+    assert.equal(added.status, 303);
+    const domains = await client.get('/domains');
+    assert.ok(domains.text.includes('mail.example.com'));
+    assert.match(domains.text, /v=DKIM1/);
+    assert.match(domains.text, /data-copy="[^"]*v=spf1/);
+    const checked = await client.post('/domains/mail.example.com/check', {});
+    assert.equal(checked.status, 303);
+    assert.match((await client.get('/domains')).text, /Checked \d{4}-/);
+
+    const hook = await client.post('/webhooks', { url: 'https://hooks.example.com/posthorn', events: ['delivered', 'failed'], project: '' });
+    assert.ok([200, 303].includes(hook.status), hook.text.slice(0, 300));
+    if (hook.status === 200) {
+      const secret = /id="secret" class="key" readonly value="([^"]+)"/.exec(hook.text)![1];
+      const page = await client.get('/webhooks');
+      assert.ok(page.text.includes('https://hooks.example.com/posthorn'));
+      assert.ok(!page.text.includes(secret));
+    } else {
+      // Without DNS (tests resolve nothing), the address policy may refuse the host: said, not crashed.
+      assert.ok(new URL(hook.headers.get('location') ?? '', t.url).searchParams.get('error'));
+    }
+    assert.equal((await client.get('/mailboxes')).status, 200);
+  });
+
   it('limits failed sign-ins per email, and signing out ends the session', async () => {
     const { email, password, client: c } = await signedInClient(t, seed.accountUid);
     const attacker = new SessionClient(t.url);
