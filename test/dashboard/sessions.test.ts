@@ -1,0 +1,44 @@
+// Sessions end: SESSION_TTL_MS after sign-in (by the injected clock, no sleeping), and the
+// throttle's window passes. Both databases, through the real server.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { ManualClock } from '../../src/domain/clock.ts';
+import { SESSION_TTL_MS, SIGN_IN_LIMITS, createUser } from '../../src/operations/users.ts';
+import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
+import { SessionClient } from './session-client.ts';
+
+describe('dashboard sessions over time', () => {
+  const clock = new ManualClock(Date.UTC(2026, 5, 1, 12));
+  let t: TestApp;
+  let seed: Seed;
+
+  before(async () => {
+    t = await startTestApp({ clock });
+    seed = await t.seed('sessions');
+  });
+  after(() => t.close());
+
+  it('a session expires SESSION_TTL_MS after sign-in, and its rows are removed at the next sign-in', async () => {
+    const { password } = await createUser(t.app.services, { accountUid: seed.accountUid, email: 'ttl@example.test' });
+    const client = new SessionClient(t.url);
+    assert.equal((await client.signIn('ttl@example.test', password)).status, 303);
+    clock.advance(SESSION_TTL_MS - 1);
+    assert.equal((await client.get('/')).status, 200);
+    clock.advance(1);
+    const expired = await client.get('/');
+    assert.equal(expired.status, 303);
+    assert.equal(expired.headers.get('location'), '/login');
+    assert.equal((await new SessionClient(t.url).signIn('ttl@example.test', password)).status, 303);
+    const rows = await t.app.services.store.db.selectFrom('dashboard_sessions').select('expires_at').execute();
+    assert.equal(rows.length, 1, 'the expired session was removed');
+  });
+
+  it('a throttled email may sign in again once the window has passed', async () => {
+    const { password } = await createUser(t.app.services, { accountUid: seed.accountUid, email: 'slow@example.test' });
+    const client = new SessionClient(t.url);
+    for (let i = 0; i < SIGN_IN_LIMITS.perEmail; i++) assert.equal((await client.signIn('slow@example.test', 'wrong-password!')).status, 401);
+    assert.equal((await client.signIn('slow@example.test', password)).status, 429);
+    clock.advance(SIGN_IN_LIMITS.windowMs);
+    assert.equal((await client.signIn('slow@example.test', password)).status, 303);
+  });
+});
