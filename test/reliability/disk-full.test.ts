@@ -137,11 +137,13 @@ describe('a full disk under SQLite', { skip: reason ?? false, timeout: 240_000 }
 
     // Space returns: accepted again by itself (bounded), then the rest of the load.
     fs.rmSync(filler);
+    const freedAt = Date.now();
     const deadline = Date.now() + 60_000;
     while ((await send(next++, false)) !== 200) {
       assert.ok(Date.now() < deadline, `accepted again once space returned\n${service.tail()}`);
       await new Promise((r) => setTimeout(r, 200));
     }
+    const recoveredMs = Date.now() - freedAt;
     // Small ones: the WAL keeps the size it grew to, and the disk is small.
     for (let i = 0; i < AFTER; i++) assert.equal(await send(next++, false), 200, `accepted after recovery: ${unavailable.at(-1)}; ${usage()}`);
 
@@ -154,7 +156,7 @@ describe('a full disk under SQLite', { skip: reason ?? false, timeout: 240_000 }
       assert.ok(Date.now() < waitUntil, `${missing.length} acknowledged messages never arrived, e.g. ${missing.slice(0, 3).join(', ')}\n${service.tail()}`);
       await new Promise((r) => setTimeout(r, 250));
     }
-    console.log(`# disk full: ${next} requests, answers ${JSON.stringify(Object.fromEntries(answers))}, accepted ${accepted.size}, all delivered; first 503: ${unavailable[0]}`);
+    console.log(`# disk full: accepted again ${recoveredMs} ms after space was freed; ${next} requests, answers ${JSON.stringify(Object.fromEntries(answers))}, accepted ${accepted.size}, all delivered; first 503: ${unavailable[0]}`);
     assert.equal(service.exitCode, undefined, 'the process is still alive');
     assert.deepEqual(await service.stop(), { code: 0, signal: null });
   });

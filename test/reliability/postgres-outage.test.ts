@@ -146,6 +146,7 @@ describe('PostgreSQL stopped and started under a send load', { skip, timeout: 30
     } finally {
       pgCluster('start');
     }
+    const startedAt = Date.now();
     await waitForPostgres();
     phase = 'back';
     assert.ok(unavailable.length > 0, 'some requests met the stopped database');
@@ -158,8 +159,10 @@ describe('PostgreSQL stopped and started under a send load', { skip, timeout: 30
       await send(next++);
       if (accepted.size > before) break;
       assert.ok(Date.now() < deadline, 'the API answers 200 again after PostgreSQL is back');
-      await new Promise((r) => setTimeout(r, 200));
+      await new Promise((r) => setTimeout(r, 50));
     }
+    const apiBackMs = Date.now() - startedAt;
+    const outageMs = startedAt - stoppedAt;
     await load(() => false);
     assert.equal(service.exitCode, undefined, `the process is alive\n${service.tail()}`);
 
@@ -177,7 +180,7 @@ describe('PostgreSQL stopped and started under a send load', { skip, timeout: 30
     const paused = service.lines.filter((l) => l.msg === 'database unavailable: job paused until it returns' && l.job === 'delivery').length;
     const resumed = service.lines.some((l) => l.msg === 'database available again: job resumed' && l.job === 'delivery');
     console.log(
-      `# postgres outage: ${next} requests, answers ${JSON.stringify(Object.fromEntries(answers))}, accepted ${accepted.size}, all delivered; ` +
+      `# postgres outage: stopped ${outageMs} ms, API answering 200 ${apiBackMs} ms after the start; ${next} requests, answers ${JSON.stringify(Object.fromEntries(answers))}, accepted ${accepted.size}, all delivered; ` +
         `delivery paused ${paused} time(s), resumed ${resumed}; first 503: ${unavailable[0]}`,
     );
     assert.ok(paused <= 2, `the outage is logged once per job (delivery logged it ${paused} times)`);
