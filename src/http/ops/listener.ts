@@ -5,6 +5,7 @@
 // small listener of its own (--ops-port, --ops-host).
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { BackgroundService } from '../../background.ts';
+import { httpLimitsFrom, limitHttpServer } from '../../listener-limits.ts';
 import { setLoopState } from '../../observability/readiness.ts';
 import type { Services } from '../../services.ts';
 import { addOperationsRoutes } from './plugin.ts';
@@ -23,6 +24,7 @@ export class OperationsService implements BackgroundService {
     const { config } = this.services;
     if (config.role === 'worker') {
       const server = Fastify({ loggerInstance: this.services.log, logController: new LogController({ disableRequestLogging: true }) }) as unknown as FastifyInstance;
+      limitHttpServer(server.server, httpLimitsFrom(config));
       addOperationsRoutes(server, this.services);
       await server.listen({ port: config.opsPort, host: config.opsHost });
       const address = server.server.address();
