@@ -134,7 +134,9 @@ export class SubmissionListener implements BackgroundService {
       disableReverseLookup: true,
       maxClients: config.submissionMaxClients,
       socketTimeout: config.submissionIdleTimeoutMs,
-      closeTimeout: 30_000,
+      // At stop, open connections get this long to finish (a DATA in flight commits and is
+      // answered), then 421. A message cut off before its 250 was not accepted: the client retries.
+      closeTimeout: 10_000,
       onConnect: (session, callback) => callback(this.admit(session) ?? undefined),
       onClose: (session) => this.release(session),
       onAuth: (auth, session, callback) => {
