@@ -2,8 +2,7 @@
 // --project; either may be left out when there is exactly one), the caller an operation expects,
 // and printing rows as an aligned table.
 import type { Services } from '../services.ts';
-import type { Account, Project } from '../operations/context.ts';
-import type { Caller, ProjectCaller } from '../operations/context.ts';
+import type { Account, Caller, Project, ProjectCaller } from '../operations/context.ts';
 import { flag } from './output.ts';
 import { UsageError } from './types.ts';
 
