@@ -76,4 +76,22 @@ describe('configuration', () => {
     }
     assert.throws(() => config(['--database-url', 'mysql://root:hunter2@localhost/db']), (e: Error) => /root:\*\*\*@/.test(e.message) && !e.message.includes('hunter2'));
   });
+
+  it('--allow-private-addresses, and its former name --allow-private-webhooks (flag and variable), set one option', () => {
+    assert.equal(config([]).allowPrivateWebhooks, false);
+    assert.equal(config(['--allow-private-addresses']).allowPrivateWebhooks, true);
+    assert.equal(config([], { POSTHORN_ALLOW_PRIVATE_ADDRESSES: 'true' }).allowPrivateWebhooks, true);
+    assert.equal(config(['--allow-private-webhooks']).allowPrivateWebhooks, true);
+    assert.equal(config([], { POSTHORN_ALLOW_PRIVATE_WEBHOOKS: 'true' }).allowPrivateWebhooks, true);
+  });
+
+  it('listener limits have bounded defaults and take whole numbers', () => {
+    const c = config([]);
+    assert.deepEqual(
+      [c.httpHeadersTimeoutMs, c.httpRequestTimeoutMs, c.httpKeepAliveTimeoutMs, c.maxConnectionsPerIp, c.smtpIdleTimeoutMs, c.smtpSessionTimeoutMs],
+      [10_000, 60_000, 65_000, 256, 60_000, 600_000],
+    );
+    assert.equal(config(['--max-connections-per-ip', '0']).maxConnectionsPerIp, 0);
+    assert.throws(() => config(['--http-request-timeout-ms', 'soon']), ConfigError);
+  });
 });
