@@ -95,6 +95,7 @@ function timelineOf(r: RecipientTimeline): SafeHtml {
     }
     return html`<li class="${e.kind}">${when} <strong>${e.kind}</strong>${e.text ? html` <span>${e.text}</span>` : ''}</li>`;
   })}</ol>
+<p><a href="/messages/${Number(t.message_id)}/source?recipient=${encodeURIComponent(t.recipient)}" download>MIME source as composed for ${t.recipient}</a></p>
 ${r.suppression ? html`<p class="notice error">Suppressed: ${r.suppression.status} (${r.suppression.suppression_state})${r.suppression.message ? html` — ${r.suppression.message}` : ''}</p>` : ''}
 </section>`;
 }
