@@ -1,7 +1,7 @@
 // purge and backup (docs/operations.md): the retention purge run by hand, and a consistent online
 // copy of the SQLite database. Both report progress on stderr (stdout keeps the result, JSON with
 // --json), so a script can read the result while a person watches the progress.
-import { flag, print, withServices } from './output.ts';
+import { flag, print, withExistingServices, withServices } from './output.ts';
 import { intFlag } from './scope.ts';
 import { UsageError, type CliCommand, type CommandInput } from './types.ts';
 
@@ -37,7 +37,12 @@ async function backup({ config, args, flags }: CommandInput): Promise<number> {
   const target = args[0] ?? flag(flags, 'file');
   if (!target) throw new UsageError('backup needs the FILE to write');
   const { backupDatabase, BackupUnsupportedError } = await import('../operations/backup.ts');
-  return withServices(config, async (services) => {
+  // Never creates a database only to copy it: a wrong --data is an error, not an empty backup.
+  const absent = (): number => {
+    process.stderr.write(`posthorn: no database at ${config.data} (set --data or DATABASE_URL as the service does)\n`);
+    return 1;
+  };
+  return withExistingServices(config, async (services) => {
     let lastPercent = -1;
     try {
       const result = await backupDatabase(services, target, ({ totalPages, remainingPages }) => {
@@ -55,7 +60,7 @@ async function backup({ config, args, flags }: CommandInput): Promise<number> {
       }
       throw error;
     }
-  });
+  }, absent);
 }
 
 export const maintenanceCommands: CliCommand[] = [

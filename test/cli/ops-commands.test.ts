@@ -169,6 +169,10 @@ describe('operations commands', () => {
       assert.match(r.stderr, /pg_dump/);
       return;
     }
+    const nowhere = spawnSync(process.execPath, [BIN, 'backup', file, '--data', path.join(dataDir, 'no-such-dir')], { env: { ...env, DATABASE_URL: '' }, encoding: 'utf8', timeout: 120_000 });
+    assert.equal(nowhere.status, 1, nowhere.stderr);
+    assert.match(nowhere.stderr, /no database at/);
+    assert.ok(!fs.existsSync(path.join(dataDir, 'no-such-dir')), 'no database is created to be copied');
     const r = run('backup', file, '--json');
     assert.equal(r.code, 0, r.stderr);
     const out = JSON.parse(r.stdout);
