@@ -39,6 +39,7 @@ import { HeaderValueError } from '../domain/headers.ts';
 import { DnsResolver } from './dns-resolver.ts';
 import { MessageContexts, type MessageContext } from './message-contexts.ts';
 import { Router } from './routes.ts';
+import { sandboxReply } from './sandbox.ts';
 import { SmtpClient } from './smtp-client.ts';
 import { OutageWatch } from '../workers/outage.ts';
 import { returnPathFor, verpTagKey } from '../domain/verp.ts';
@@ -53,6 +54,8 @@ export interface DeliveryOutcome {
   /** the host talked to, null when none was */
   host: string | null;
   durationMs: number;
+  /** the sandbox's complaint address: a `spammed` event follows the delivery (delivery/sandbox.ts) */
+  complaint?: boolean;
 }
 
 /** An outcome waiting to be written (see finishSoon). */
@@ -326,8 +329,9 @@ export class DeliveryService implements BackgroundService {
       return localOutcome('failed', 'SUPPRESSED', `${recipient.address} is ${why} (${suppression.suppression_state})`, started);
     }
 
-    const route = await this.router.route(recipient.domain);
-    if (route.kind !== 'route') return localOutcome(route.kind, route.resultCode, route.resultMessage, started);
+    // A sandbox project (docs/sandbox.md): no routing, and the sandbox adapter answers instead of SMTP.
+    const route = context.sandbox ? null : await this.router.route(recipient.domain);
+    if (route && route.kind !== 'route') return localOutcome(route.kind, route.resultCode, route.resultMessage, started);
 
     let composed;
     try {
@@ -336,6 +340,10 @@ export class DeliveryService implements BackgroundService {
       // A header value made invalid by variable substitution (domain/headers.ts): no retry can fix it.
       if (error instanceof HeaderValueError) return localOutcome('failed', 'INVALID_HEADER', error.message, started);
       throw error;
+    }
+    if (route === null) {
+      const reply = sandboxReply(recipient.address, t.attempts);
+      return { ...classifySmtpReply(reply), host: reply.host, durationMs: elapsed(started), complaint: reply.complaint };
     }
     const raw = addressedMime(composed, t.recipient, t.recipient_name);
     const envelope = { from: returnPathFor(services.config.bounceDomain, t.id, verpTagKey(services)), to: recipient.address };
@@ -348,7 +356,8 @@ export class DeliveryService implements BackgroundService {
     const { services } = this;
     const now = services.clock.now();
     // The new state, its event and message: pure (docs/delivery.md, "Retries").
-    const decided = decideTransmissionOutcome(this.policy, outcome, { createdAt: t.created_at, attemptsBefore: t.attempts }, now);
+    // The retry deadline counts from acceptance, or from send_at for a scheduled message.
+    const decided = decideTransmissionOutcome(this.policy, outcome, { createdAt: Math.max(t.created_at, context?.payload.sendAt ?? 0), attemptsBefore: t.attempts }, now);
     const state: FinishState = decided.state;
     const { resultMessage, kind } = decided;
     const eventType: OutcomeEventKind = decided.eventType;
@@ -394,6 +403,10 @@ export class DeliveryService implements BackgroundService {
           now,
         );
         await recordEvent(trx, { accountId: context.accountId, projectId: t.project_id, type: eventType, payload, now });
+        // The sandbox's complaint address: the recipient reports the delivered message as spam.
+        if (outcome.complaint && eventType === 'delivered') {
+          await recordEvent(trx, { accountId: context.accountId, projectId: t.project_id, type: 'spammed', payload, now });
+        }
       }
     };
     const recorded = await this.finishSoon({ finish, alongside });

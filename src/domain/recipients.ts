@@ -146,8 +146,9 @@ export function collectRecipientEntries(value: Json | undefined, field = 'argume
     } else if (isPlainObject(v)) {
       for (const [key, vars] of Object.entries(v)) {
         const keyField = `${name}[${JSON.stringify(key)}]`;
-        if (vars !== null && !isPlainObject(vars)) throw wrongType(keyField, 'an object of variables', vars);
-        const variables = vars === null ? null : parseVariableValues(vars, keyField);
+        // A value that is not an object (a number, true, a display name string...) is a recipient
+        // without variables: clients write {"a@example.com": 1} for "this address".
+        const variables = isPlainObject(vars) ? parseVariableValues(vars, keyField) : null;
         for (const text of splitAddressList(key)) entries.push({ text, variables });
       }
     } else {

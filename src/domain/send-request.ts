@@ -23,6 +23,7 @@ import {
 } from './recipients.ts';
 import { mergeLevels, type ContentLevel, type MergedContent, type TemplateLevel } from './templates.ts';
 import { parseVariableValues, variableNamesIn, type VariableValues } from './variable-values.ts';
+import { findTemplateSyntaxError } from './variables.ts';
 
 /** The domain of the clients' test sink: copies to it complete at acceptance, nothing is sent. */
 export const NULL_SINK_DOMAIN = 'null.postageapp.com';
@@ -46,6 +47,8 @@ export interface SendRequest {
   deliver: boolean;
   /** open/click tracking for this message: true or false, or null to follow the project's setting */
   tracking: boolean | null;
+  /** send_at as given: when the message is due (domain/send-at.ts reads it); null or absent: now */
+  sendAt?: string | null;
 }
 
 const CONTENT_PARTS = new Set(['text/plain', 'text/html', 'text/css']);
@@ -91,8 +94,15 @@ export function readSendRequest(args: Args, topLevel: { uid: Json | undefined; r
   if (recipientOverride !== null && recipientOverride.trim() === '') recipientOverride = null;
   const deliver = args.bool('deliver', true);
   const tracking = args.has('tracking') ? args.bool('tracking', false) : null;
+  // arguments.subject and arguments.from: shorthands for the headers (the npm client's README
+  // shows them); a header given in `headers` wins.
+  for (const [field, header] of [['subject', 'subject'], ['from', 'from']] as const) {
+    const value = args.string(field);
+    if (value !== undefined && value !== '' && headers[header] === null) headers[header] = checkHeaderValue(`argument "${field}"`, value);
+  }
+  const sendAt = args.string('send_at') ?? null;
   const uid = givenUid ?? deriveUid(args.raw, topLevel.recipientOverride);
-  return { uid, template: template === '' ? null : template, content, headers, recipients, variables, attachments, recipientOverride, deliver, tracking };
+  return { uid, template: template === '' ? null : template, content, headers, recipients, variables, attachments, recipientOverride, deliver, tracking, sendAt };
 }
 
 /** One copy to send: a recipient, a Cc or a Bcc address. */
@@ -141,7 +151,11 @@ function checkHeaderVariables(headers: ReadonlyArray<readonly [string, string | 
  * Everything after the template lookup: merges the content into the template chain (given
  * innermost first, or null without a template), then checks recipients and the other addresses.
  */
-export function acceptMessage(request: SendRequest, chain: readonly TemplateLevel[] | null, limits: { maxRecipients: number }): AcceptedMessage {
+export function acceptMessage(
+  request: SendRequest,
+  chain: readonly TemplateLevel[] | null,
+  limits: { maxRecipients: number; /** the project's default_from setting */ defaultFrom?: string | null },
+): AcceptedMessage {
   const levels: ContentLevel[] = [];
   if (request.content) levels.push(request.content);
   if (chain) levels.push(...chain);
@@ -149,6 +163,14 @@ export function acceptMessage(request: SendRequest, chain: readonly TemplateLeve
   // Headers given in the call win over the template's subject and from.
   if (request.headers.subject !== null) merged.subject = request.headers.subject;
   if (request.headers.from !== null) merged.from = request.headers.from;
+  // A message always has a From: its headers, its template, or the project's default.
+  merged.from ??= limits.defaultFrom ?? null;
+  if (merged.from === null) {
+    throw new ApiError(
+      'precondition_failed',
+      'The message has no From: give headers.from (or arguments.from), use a template that has a From, or set the project\'s default From (update_project with settings.default_from).',
+    );
+  }
 
   const headerTexts: Array<readonly [string, string | null]> = [['Subject', merged.subject], ['From', merged.from], ['Reply-To', request.headers.replyTo], ...Object.entries(request.headers.custom)];
   checkHeaderVariables(headerTexts, request.variables, request.recipients);
@@ -164,7 +186,8 @@ export function acceptMessage(request: SendRequest, chain: readonly TemplateLeve
     const key = addressKey(extra.address);
     if (seen.has(key)) continue;
     seen.add(key);
-    copies.push(extra);
+    // A Cc or Bcc copy is the main recipient's message: it renders with the first recipient's variables.
+    copies.push({ ...extra, variables: recipients[0].variables });
   }
   if (copies.length > limits.maxRecipients) {
     throw new ApiError(
@@ -182,15 +205,25 @@ export function acceptMessage(request: SendRequest, chain: readonly TemplateLeve
   checkSingleMailbox('From', merged.from);
   checkMailboxList('Reply-To', request.headers.replyTo);
 
-  if (merged.subject === null && merged.text === null && merged.html === null && request.attachments.length === 0) {
+  // With deliver: false nothing is composed: a message without content is accepted (and completed).
+  if (request.deliver && merged.subject === null && merged.text === null && merged.html === null && request.attachments.length === 0) {
     throw new ApiError('precondition_failed', 'The message is empty: give "content" (or a template) with a subject, a text or an HTML part.');
   }
 
   const headers: Record<string, string> = {};
+  checkTemplateSyntax([['subject', merged.subject], ['from', merged.from], ['text', merged.text], ['html', merged.html], ...Object.entries(request.headers.custom)]);
   if (request.headers.replyTo !== null) headers['Reply-To'] = request.headers.replyTo;
   if (request.headers.cc !== null) headers['Cc'] = request.headers.cc;
   Object.assign(headers, request.headers.custom);
   return { ...merged, headers, copies, recipientOverride };
+}
+
+/** Every part is rendered per recipient at delivery: one that is not valid template syntax is 412 now (docs/templates.md). */
+function checkTemplateSyntax(parts: ReadonlyArray<readonly [string, string | null]>): void {
+  for (const [part, text] of parts) {
+    const problem = findTemplateSyntaxError(text);
+    if (problem !== null) throw new ApiError('precondition_failed', `The ${part} cannot be rendered: it is not valid template syntax (docs/templates.md): ${problem}`);
+  }
 }
 
 /** The address a copy is actually delivered to. */

@@ -89,7 +89,10 @@ export async function createProject(services: Services, account: Account, input:
       if ((await countProjects(trx, account.id)) >= MAX_PROJECTS_PER_ACCOUNT) {
         throw limitReached('account', MAX_PROJECTS_PER_ACCOUNT, 'projects');
       }
-      const project = await insertProject(trx, { accountId: account.id, uid, name: input.name, now });
+      // A new project starts with a default From on the mailer host, as its sample templates do,
+      // so a first send without a From works (docs/api/send-message.md, "From").
+      const settings = JSON.stringify({ default_from: `noreply@${services.config.mailerHost}` });
+      const project = await insertProject(trx, { accountId: account.id, uid, name: input.name, now, settings });
       await insertApiKey(trx, { accountId: account.id, projectId: project.id, keyHash: hashApiKey(apiKey), keyPrefix: keyPrefix(apiKey), now });
       for (const template of sampleTemplates(services.config.mailerHost)) await insertTemplate(trx, project.id, template, now);
       return project;

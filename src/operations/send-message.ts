@@ -15,7 +15,12 @@ import { acceptMessage, deliveryAddress, isNullSink, type AcceptedMessage, type 
 import { checkLayoutChain, MAX_LAYOUT_CHAIN, type TemplateLevel } from '../domain/templates.ts';
 import { insertMessage } from '../storage/messages.ts';
 import { findTemplateChain } from '../storage/template-layouts.ts';
-import { insertTransmissions, type AcceptedTransmission } from '../storage/transmissions.ts';
+import { insertTransmissions, listCompletedTransmissions, type AcceptedTransmission } from '../storage/transmissions.ts';
+import { recordEvent } from '../storage/events.ts';
+import type { Tx } from '../storage/store.ts';
+import { buildEventPayload } from '../domain/events.ts';
+import { parseSendAt } from '../domain/send-at.ts';
+import { readProjectSettings } from './projects.ts';
 import type { ProjectCaller } from './context.ts';
 import type { Services } from '../services.ts';
 import { recordMessageAccepted } from '../observability/attempts.ts';
@@ -42,14 +47,17 @@ export function messageUrl(services: Services, id: number): string {
  * the caller's project. acceptMessage checks the merged content and every address.
  */
 export async function sendMessage(services: Services, caller: ProjectCaller, request: SendRequest): Promise<SentMessage> {
-  const chain = request.template === null ? null : await loadTemplateChain(services, caller.project.id, request.template);
-  const accepted = acceptMessage(request, chain, { maxRecipients: services.config.maxRecipients });
-  const uid = request.uid;
   const now = services.clock.now();
+  // send_at (406 when malformed or too far ahead): the copies are due then, not now.
+  const sendAt = parseSendAt(request.sendAt, now, services.config.maxScheduleAheadMs);
+  const chain = request.template === null ? null : await loadTemplateChain(services, caller.project.id, request.template);
+  const accepted = acceptMessage(request, chain, { maxRecipients: services.config.maxRecipients, defaultFrom: readProjectSettings(caller.project).default_from });
+  const uid = request.uid;
   // Everything but the inserts is computed before the transaction: on SQLite the transactions of
   // concurrent requests share one commit, and time spent inside delays all of them.
-  const payload = JSON.stringify(buildPayload(accepted, request, messageIdFor(uid, services.config.mailerHost)));
-  const rows = transmissionRows(accepted, caller.project.id, request.deliver, now);
+  const payload = JSON.stringify(buildPayload(accepted, request, messageIdFor(uid, services.config.mailerHost), sendAt));
+  const rows = transmissionRows(accepted, caller.project.id, request.deliver, now, sendAt ?? now);
+  const completedNow = rows.some((row) => row.status === 'completed');
   const id = await services.store.write(async (trx) => {
     const inserted = await insertMessage(trx, {
       project_id: caller.project.id,
@@ -68,8 +76,12 @@ export async function sendMessage(services: Services, caller: ProjectCaller, req
     const messageId = inserted.id;
     for (const row of rows) row.message_id = messageId;
     await insertTransmissions(trx, rows);
+    // Copies completed here (null.postageapp.com, deliver: false) get the event a delivery would
+    // write, in this transaction (docs/sandbox.md). Not on the common path: only then is it read back.
+    if (completedNow) await recordAcceptanceEvents(trx, caller, { id: messageId, uid, uniqueId: uniqueIdFor(uid, services.config.mailerHost) }, request, accepted, now);
     return messageId;
   });
+  if (completedNow) services.store.wake('events');
   // Workers are told only when there is something to deliver (a wake is a NOTIFY on PostgreSQL).
   if (rows.some((row) => row.status === 'queued')) services.store.wake('transmissions');
   recordMessageAccepted(services, rows.length);
@@ -86,9 +98,11 @@ async function loadTemplateChain(services: Services, projectId: number, slug: st
   return checkLayoutChain(slug, rows);
 }
 
-function buildPayload(accepted: AcceptedMessage, request: SendRequest, messageId: string): MessagePayload {
+function buildPayload(accepted: AcceptedMessage, request: SendRequest, messageId: string, sendAt: number | null): MessagePayload {
   return {
     v: 1,
+    syntax: 'handlebars',
+    ...(sendAt !== null ? { sendAt } : {}),
     messageId,
     from: accepted.from,
     subject: accepted.subject,
@@ -107,7 +121,7 @@ function buildPayload(accepted: AcceptedMessage, request: SendRequest, messageId
  * (after recipient_override) is at null.postageapp.com completes now as SMTP_250 without leaving
  * the machine; every other copy is queued, due now.
  */
-function transmissionRows(accepted: AcceptedMessage, projectId: number, deliver: boolean, now: number): AcceptedTransmission[] {
+function transmissionRows(accepted: AcceptedMessage, projectId: number, deliver: boolean, now: number, dueAt: number): AcceptedTransmission[] {
   return accepted.copies.map((copy) => {
     const outcome = !deliver ? RESULT_NOT_SENT : isNullSink(deliveryAddress(copy, accepted.recipientOverride)) ? RESULT_NULL_SINK : null;
     const variables = copy.variables && Object.keys(copy.variables).length > 0 ? JSON.stringify(copy.variables) : null;
@@ -118,7 +132,7 @@ function transmissionRows(accepted: AcceptedMessage, projectId: number, deliver:
       recipient_name: copy.name,
       variables,
       status: outcome ? 'completed' : 'queued',
-      next_attempt_at: now,
+      next_attempt_at: outcome ? now : dueAt,
       attempts: 0,
       created_at: now,
       updated_at: now,
@@ -127,4 +141,44 @@ function transmissionRows(accepted: AcceptedMessage, projectId: number, deliver:
       result_message: outcome ? outcome.message : null,
     };
   });
+}
+
+/** The `delivered` event of every copy completed at acceptance, as the delivery path writes it. */
+async function recordAcceptanceEvents(
+  trx: Tx,
+  caller: ProjectCaller,
+  message: { id: number; uid: string; uniqueId: string },
+  request: SendRequest,
+  accepted: AcceptedMessage,
+  now: number,
+): Promise<void> {
+  for (const row of await listCompletedTransmissions(trx, message.id)) {
+    const sent = row.result_code !== RESULT_NOT_SENT.code;
+    const payload = buildEventPayload(
+      {
+        transmissionId: row.id,
+        messageId: message.id,
+        messageUid: message.uid,
+        uniqueId: message.uniqueId,
+        projectUid: caller.project.uid,
+        recipient: row.recipient,
+        globalVariables: request.variables,
+        recipientVariables: row.variables,
+      },
+      {
+        kind: 'delivered',
+        deliveredTo: accepted.recipientOverride ?? row.recipient,
+        status: 'completed',
+        outcome: sent ? 'sent' : 'not_sent',
+        resultCode: row.result_code,
+        resultMessage: row.result_message,
+        host: null,
+        attempts: 0,
+        createdAt: now,
+        nextAttemptAt: null,
+      },
+      now,
+    );
+    await recordEvent(trx, { accountId: caller.account.id, projectId: caller.project.id, type: 'delivered', payload, now });
+  }
 }

@@ -1,10 +1,10 @@
 import type { Tx } from './store.ts';
 import type { Project } from './schema.ts';
 
-export async function insertProject(db: Tx, row: { accountId: number; uid: string; name: string; now: number }): Promise<Project> {
+export async function insertProject(db: Tx, row: { accountId: number; uid: string; name: string; now: number; settings?: string }): Promise<Project> {
   return db
     .insertInto('projects')
-    .values({ account_id: row.accountId, uid: row.uid, name: row.name, status: 'active', settings: '{}', created_at: row.now, updated_at: row.now })
+    .values({ account_id: row.accountId, uid: row.uid, name: row.name, status: 'active', settings: row.settings ?? '{}', created_at: row.now, updated_at: row.now })
     .returningAll()
     .executeTakeFirstOrThrow();
 }

@@ -62,3 +62,14 @@ export async function findTransmissionSubject(db: Tx, id: number) {
     .where('transmissions.id', '=', id)
     .executeTakeFirst();
 }
+
+/** A message's transmissions that are completed: read back by send_message for the events of copies completed at acceptance. */
+export async function listCompletedTransmissions(db: Tx, messageId: number) {
+  return db
+    .selectFrom('transmissions')
+    .select(['id', 'recipient', 'variables', 'result_code', 'result_message'])
+    .where('message_id', '=', messageId)
+    .where('status', '=', 'completed')
+    .orderBy('id')
+    .execute();
+}

@@ -199,7 +199,8 @@ describe('send_message', () => {
     it('refuses recipients of the wrong type with 406 call_error naming the field', async () => {
       assertError(await send({ recipients: 42, content: 'x' }), 406, 'call_error', /recipients/);
       assertError(await send({ recipients: ['a@example.com', 7], content: 'x' }), 406, 'call_error', /recipients\[1\]/);
-      assertError(await send({ recipients: { 'a@example.com': 'Ann' }, content: 'x' }), 406, 'call_error', /a@example.com/);
+      // A map value that is not an object is a recipient without variables.
+      assert.equal((await send({ recipients: { 'a@example.com': 'Ann' }, content: 'x' })).status, 200);
     });
   });
 

@@ -2,6 +2,8 @@
 // project key may call for its own project. Handlers read arguments, call operations and present
 // rows: keys, hashes, mailbox passwords and postback secrets never appear in a presentation except
 // the one reply that creates (or rotates) them.
+import { checkHeaderValue } from '../../../domain/headers.ts';
+import { parseMailbox, splitAddressList } from '../../../domain/recipients.ts';
 import { checkName, type Args } from '../../../domain/args.ts';
 import { ApiError } from '../../../domain/errors.ts';
 import { keyPrefix } from '../../../domain/keys.ts';
@@ -146,6 +148,18 @@ function readProjectSettingsArg(args: Args): Partial<ProjectSettings> | undefine
     }
   }
   if (settings.has('tracking')) out.tracking = settings.bool('tracking', false);
+  if (settings.has('sandbox')) out.sandbox = settings.bool('sandbox', false);
+  if (settings.has('default_from')) {
+    // One address, as a From header takes it; "" clears it (docs/api/send-message.md).
+    const from = settings.string('default_from') ?? '';
+    if (from.trim() !== '') {
+      checkHeaderValue('setting "default_from"', from);
+      const items = splitAddressList(from);
+      const parsed = items.length === 1 ? parseMailbox(items[0]) : null;
+      if (!parsed?.ok) throw settings.invalid('default_from', `must be one address like "Shop <shop@example.com>"${parsed && !parsed.ok ? `: ${parsed.reason}` : ''}`);
+    }
+    out.default_from = from.trim() === '' ? null : from.trim();
+  }
   if (settings.has('retention_days')) out.retention_days = settings.int('retention_days', { min: 0, max: MAX_RETENTION_DAYS, required: true });
   return out;
 }
@@ -246,7 +260,7 @@ export const accountMethods = defineMethods([
     name: 'update_project',
     key: 'account',
     summary: 'Changes a project name and merges its settings (tracking: opt-in open and click tracking).',
-    args: obj({ uid: required(str()), name: optional(str({ maxLength: 200 })), settings: optional(obj({ tracking: optional(bool()), retention_days: optional(int({ minimum: 0, maximum: 3650, description: 'days messages are kept (0: forever); absent: the server default' })) }, { description: 'known keys only: tracking, retention_days' })) }),
+    args: obj({ uid: required(str()), name: optional(str({ maxLength: 200 })), settings: optional(obj({ tracking: optional(bool()), sandbox: optional(bool({ description: 'nothing leaves the machine; simulator addresses (docs/sandbox.md)' })), default_from: optional(str({ description: 'the From of a message that names none ("" clears it)' })), retention_days: optional(int({ minimum: 0, maximum: 3650, description: 'days messages are kept (0: forever); absent: the server default' })) }, { description: 'known keys only: tracking, sandbox, default_from, retention_days' })) }),
     data: Type.Object({ project: ProjectData }),
     async run({ services, caller, args }) {
       const uid = args.string('uid', { required: true });

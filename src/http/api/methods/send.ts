@@ -36,6 +36,11 @@ export const SEND_MESSAGE_ARGS = obj({
   recipient_override: optional(str({ description: 'deliver every copy to this address instead (also accepted at the top level)' })),
   deliver: optional(bool({ description: 'default true; false validates and stores, never sends' })),
   tracking: optional(bool({ description: 'open and click tracking for this message; absent follows the project setting' })),
+  send_at: optional(
+    str({ description: 'when to send: ISO 8601 with a zone ("2026-03-14T09:30:00Z", "...+01:00") or "YYYY-MM-DD HH:MM:SS" in UTC; the past means now; at most --max-schedule-ahead-ms ahead (default 90 days)' }),
+  ),
+  subject: optional(str({ description: 'shorthand for headers.subject (the header wins when both are given)' })),
+  from: optional(str({ description: 'shorthand for headers.from (the header wins when both are given)' })),
 });
 
 export const sendMethods = defineMethods([
