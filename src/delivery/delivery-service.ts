@@ -43,6 +43,7 @@ import { sandboxReply } from './sandbox.ts';
 import { SmtpClient } from './smtp-client.ts';
 import { OutageWatch } from '../workers/outage.ts';
 import { returnPathFor, verpTagKey } from '../domain/verp.ts';
+import { recordDeliveryAttempt } from '../observability/attempts.ts';
 
 /** The result of one delivery attempt, as a value. */
 export interface DeliveryOutcome {
@@ -410,6 +411,20 @@ export class DeliveryService implements BackgroundService {
       }
     };
     const recorded = await this.finishSoon({ finish, alongside });
+    recordDeliveryAttempt(services, {
+      transmissionId: t.id,
+      messageId: t.message_id,
+      projectId: t.project_id,
+      recipient: address,
+      outcome: outcome.kind,
+      resultCode: outcome.resultCode,
+      resultMessage,
+      mxHost: outcome.host,
+      durationMs: outcome.durationMs,
+      attempt: t.attempts + 1,
+      acceptedAt: t.created_at,
+      status: state.status,
+    });
     if (!recorded) {
       services.log.warn({ transmission: t.id, outcome: outcome.kind }, 'lease lost before the outcome was recorded; the new holder owns the transmission');
       return;

@@ -37,6 +37,7 @@ import { nextOutboundAttemptAt, parseWebhookRetrySchedule } from './retry-schedu
 import { OutageWatch } from '../workers/outage.ts';
 import { signWebhook } from '../domain/signatures.ts';
 import { parseOutboundUrl, resolveOutboundAddress } from './url-policy.ts';
+import { recordOutboundAttempt } from '../observability/attempts.ts';
 
 /** Requests in flight per process. */
 const CONCURRENCY = 32;
@@ -254,6 +255,19 @@ export function createOutboundDispatcher(services: Services, workerId?: string):
     }
     if (!kept) log.warn({ request: request.id }, 'outbound lease lost before the result was recorded; another worker retries it');
     if (state !== 'delivered') log.info({ request: request.id, kind: request.kind, state, status: outcome.statusCode, error: outcome.error }, 'outbound request not delivered');
+    // One line and one count per attempt (docs/operations.md, "Logs"), delivered or not.
+    recordOutboundAttempt(services, {
+      requestId: request.id,
+      kind: request.kind,
+      outcome: state === 'pending' ? 'retry' : state,
+      statusCode: outcome.statusCode,
+      error: outcome.error,
+      durationMs: outcome.durationMs,
+      url: request.url,
+      attempt: request.attempts + 1,
+      eventType: request.event_type,
+      webhookId: request.webhook_id,
+    });
     if (kept && request.kind === 'postback' && state !== 'pending') store.wake('mailboxes');
   }
 
