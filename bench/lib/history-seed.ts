@@ -1,6 +1,8 @@
 // Fills a project with transmissions quickly: direct SQL into the SQLite file, big transactions,
 // prepared statements. This is NOT how mail arrives (that is what the ingest figure measures); it
-// only builds the table the history listing has to page through.
+// only builds the table the history listing has to page through. Rows get their history_seq here
+// (1, 2, 3... in write order, exactly what the service's numbering gives them, migration 140); the
+// numbering's own cost is measured separately (figure 6n).
 import SqliteDatabase from 'better-sqlite3';
 
 export interface SeedResult {
@@ -35,8 +37,8 @@ export function seedHistory(file: string, opts: { transmissions: number; perMess
        VALUES (?, ?, ?, NULL, 'Seeded', 'sender@sender.bench.local', ?, 1, ?, ?)`,
     );
     const insertTransmission = db.prepare(
-      `INSERT INTO transmissions (message_id, project_id, recipient, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message)
-       VALUES (?, ?, ?, 'completed', ?, 1, ?, ?, ?, 'SMTP_250', '250 2.0.0 Ok')`,
+      `INSERT INTO transmissions (message_id, project_id, recipient, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message, history_seq)
+       VALUES (?, ?, ?, 'completed', ?, 1, ?, ?, ?, 'SMTP_250', '250 2.0.0 Ok', ?)`,
     );
     const BATCH = 10_000;
     let made = 0;
@@ -46,7 +48,7 @@ export function seedHistory(file: string, opts: { transmissions: number; perMess
         const uid = `seed-${m}`;
         const messageId = Number(insertMessage.run(project.id, uid, `${uid}@bench.local`, opts.perMessage, createdAt, payload).lastInsertRowid);
         for (let r = 0; r < opts.perMessage && made < opts.transmissions; r++, made++) {
-          insertTransmission.run(messageId, project.id, `rcpt${m}-${r}@bench.local`, createdAt, createdAt, createdAt + 1000, createdAt + 1000);
+          insertTransmission.run(messageId, project.id, `rcpt${m}-${r}@bench.local`, createdAt, createdAt, createdAt + 1000, createdAt + 1000, made + 1);
         }
       }
     });
@@ -54,6 +56,29 @@ export function seedHistory(file: string, opts: { transmissions: number; perMess
     // No ANALYZE: the service sees the table as a real deployment would (it runs its own, if any).
     db.pragma('wal_checkpoint(TRUNCATE)');
     return { projectId: project.id, messages, transmissions: made, elapsedMs: performance.now() - started };
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Appends `count` transmissions as ingest writes them (history_seq NULL, created now) to the only
+ * project, under one existing message; the service numbers them on its next history request.
+ */
+export function appendUnnumbered(file: string, count: number): void {
+  const db = new SqliteDatabase(file);
+  try {
+    db.pragma('busy_timeout = 10000');
+    const row = db.prepare('SELECT id, project_id FROM messages ORDER BY id DESC LIMIT 1').get() as { id: number; project_id: number } | undefined;
+    if (!row) throw new Error('no message to append to');
+    const insert = db.prepare(
+      `INSERT INTO transmissions (message_id, project_id, recipient, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message)
+       VALUES (?, ?, ?, 'completed', ?, 1, ?, ?, ?, 'SMTP_250', '250 2.0.0 Ok')`,
+    );
+    const now = Date.now();
+    db.transaction(() => {
+      for (let i = 0; i < count; i++) insert.run(row.id, row.project_id, `late${i}@bench.local`, now, now, now, now);
+    })();
   } finally {
     db.close();
   }

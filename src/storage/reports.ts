@@ -1,14 +1,13 @@
 // The read queries behind the report methods (operations/reports/). Nothing here writes.
 //
-// Paging invariant: listings page through an index in a subquery that selects ONLY ids (an
-// index-only scan, with LIMIT/OFFSET applied there), and join the full rows of that one page
-// afterwards. OFFSET still steps over the skipped index entries, but each step is an index entry,
-// not a joined row (the joins run for the page's rows only). Measured on SQLite with 1,000,000
-// transmissions in one project, the last page: ~30 ms this way, ~490 ms with LIMIT/OFFSET on the
-// joined query, on the same loaded machine (more in docs/api/reports.md).
+// Paging invariant: listings page through an index in a subquery that selects ONLY ids, and join
+// the full rows of that one page afterwards (the joins run for the page's rows only). The
+// transmission history seeks its page by a dense per-project number (listHistoryPage), so the last
+// page costs what the first does; get_messages still steps over skipped index entries with OFFSET
+// (more in docs/api/reports.md and docs/decisions/0003-performance.md).
 import { sql } from 'kysely';
 import type { Message, Suppression, Transmission } from './schema.ts';
-import type { Tx } from './store.ts';
+import type { Store, Tx } from './store.ts';
 
 /** A message row without its payload (listings never read the payload). */
 export type MessageSummary = Omit<Message, 'payload'>;
@@ -42,15 +41,68 @@ export type HistoryRow = Pick<
   Pick<Message, 'uid' | 'unique_id'>;
 
 /**
- * One page of a project's transmissions, newest first (created_at, then id, descending: a total
- * order, so pages never overlap or skip rows while nothing is written).
+ * Gives every transmission of the project written since the last call its history_seq (migration
+ * 140): the next numbers after the project's highest, in id (write) order. Ingest writes NULL and
+ * pays nothing more; the history listing calls this first, so the cost is per new row, once.
+ * Batches of NUMBER_BATCH rows per transaction keep each commit short (a project's first call after
+ * a bulk import may have many to number). Serialized per project: SQLite has one writer; on
+ * PostgreSQL the project row is locked FOR NO KEY UPDATE, which does not block the KEY SHARE that
+ * inserting a transmission takes on it, so ingest never waits for numbering.
+ */
+export async function numberNewTransmissions(store: Store, projectId: number): Promise<number> {
+  let numbered = 0;
+  for (;;) {
+    const pending = await store.db
+      .selectFrom('transmissions')
+      .select('id')
+      .where('project_id', '=', projectId)
+      .where('history_seq', 'is', null)
+      .limit(1)
+      .executeTakeFirst();
+    if (!pending) return numbered;
+    const n = await store.write(async (trx) => {
+      if (store.dialect.name === 'postgres') await sql`SELECT id FROM projects WHERE id = ${projectId} FOR NO KEY UPDATE`.execute(trx);
+      const result = await sql`UPDATE transmissions SET history_seq = n.seq
+        FROM (
+          SELECT id, row_number() OVER (ORDER BY id) + coalesce((
+            SELECT history_seq FROM transmissions
+            WHERE project_id = ${projectId} AND history_seq IS NOT NULL
+            ORDER BY history_seq DESC LIMIT 1
+          ), 0) AS seq
+          FROM transmissions
+          WHERE project_id = ${projectId} AND history_seq IS NULL
+          ORDER BY id
+          LIMIT ${NUMBER_BATCH}
+        ) AS n
+        WHERE transmissions.id = n.id`.execute(trx);
+      return Number(result.numAffectedRows ?? 0n);
+    });
+    numbered += n;
+    if (n < NUMBER_BATCH) return numbered;
+  }
+}
+
+const NUMBER_BATCH = 20_000;
+
+/**
+ * One page of a project's transmissions, newest first: history_seq descending, which is write
+ * order (and created_at order, as far as the clocks of the writers agree). Every page is a seek,
+ * whatever its number: numbers are dense, so page N starts at the project's highest number minus
+ * its offset, found from the partial index transmissions_project_history_seq (140) without
+ * stepping over the pages before it. Call numberNewTransmissions first; rows not yet numbered are
+ * not listed.
+ *
+ * A date filter becomes a range of numbers: the numbers of the newest row before `until` and of
+ * the oldest row from `from` on (two seeks on transmissions_project_created), paged the same way;
+ * created_at is checked on every row too, so a row never shows outside its dates even where two
+ * writers' clocks disagreed.
  */
 export async function listHistoryPage(db: Tx, q: HistoryQuery): Promise<HistoryRow[]> {
-  // The ids of the page, from the covering index transmissions_project_created alone.
-  let ids = db.selectFrom('transmissions').select('id').where('project_id', '=', q.projectId);
-  if (q.fromMs !== null) ids = ids.where('created_at', '>=', q.fromMs);
-  if (q.untilMs !== null) ids = ids.where('created_at', '<', q.untilMs);
-  const page = ids.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(q.limit).offset(q.offset);
+  const bounds = await findHistoryBounds(db, q);
+  if (!bounds) return [];
+  const start = bounds.highest - q.offset;
+  if (start < bounds.lowest) return [];
+  const page = selectHistoryPageIds(db, q, start, bounds.lowest);
   return db
     .selectFrom(page.as('page'))
     .innerJoin('transmissions as t', 't.id', 'page.id')
@@ -71,9 +123,47 @@ export async function listHistoryPage(db: Tx, q: HistoryQuery): Promise<HistoryR
       't.result_message',
       't.attempts',
     ])
-    .orderBy('t.created_at', 'desc')
-    .orderBy('t.id', 'desc')
+    .orderBy('page.history_seq', 'desc')
     .execute();
+}
+
+/**
+ * The ids of one history page: the numbers from `start` down, no lower than `lowest`. Exported for
+ * the plan test (test/perf-shape/history-seek.test.ts): a descending range of
+ * transmissions_project_history_seq, never a sort.
+ */
+export function selectHistoryPageIds(db: Tx, q: HistoryQuery, start: number, lowest: number) {
+  let ids = db
+    .selectFrom('transmissions')
+    .select(['id', 'history_seq'])
+    .where('project_id', '=', q.projectId)
+    .where('history_seq', '<=', start)
+    .where('history_seq', '>=', lowest);
+  // The unary `+` keeps the planners on the history_seq index (a date range may hold every row;
+  // this guard only checks the rows the seek reads).
+  if (q.fromMs !== null) ids = ids.where(sql<boolean>`+transmissions.created_at >= ${q.fromMs}`);
+  if (q.untilMs !== null) ids = ids.where(sql<boolean>`+transmissions.created_at < ${q.untilMs}`);
+  return ids.orderBy('history_seq', 'desc').limit(q.limit);
+}
+
+/** The highest and lowest history_seq of the listing (inside its dates), or null when it is empty. */
+async function findHistoryBounds(db: Tx, q: HistoryQuery): Promise<{ highest: number; lowest: number } | null> {
+  const edge = async (direction: 'asc' | 'desc'): Promise<number | null> => {
+    let query = db.selectFrom('transmissions').select('history_seq').where('project_id', '=', q.projectId);
+    if (q.fromMs === null && q.untilMs === null) {
+      const row = await query.where('history_seq', 'is not', null).orderBy('history_seq', direction).limit(1).executeTakeFirst();
+      return row?.history_seq == null ? null : Number(row.history_seq);
+    }
+    // Walks transmissions_project_created from the range's edge to the first numbered row.
+    if (q.fromMs !== null) query = query.where('created_at', '>=', q.fromMs);
+    if (q.untilMs !== null) query = query.where('created_at', '<', q.untilMs);
+    const row = await query.where('history_seq', 'is not', null).orderBy('created_at', direction).orderBy('id', direction).limit(1).executeTakeFirst();
+    return row?.history_seq == null ? null : Number(row.history_seq);
+  };
+  const highest = await edge('desc');
+  if (highest === null) return null;
+  const lowest = await edge('asc');
+  return lowest === null || lowest > highest ? null : { highest, lowest };
 }
 
 /** One page of a project's messages, newest first, through the index messages_project_created. */

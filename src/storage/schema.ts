@@ -105,6 +105,8 @@ export interface TransmissionsTable {
   /** like SMTP_250 */
   result_code: string | null;
   result_message: string | null;
+  /** dense per-project number for history paging; NULL until numbered (migration 140) */
+  history_seq: Generated<number | null>;
 }
 
 export interface AttemptsTable {

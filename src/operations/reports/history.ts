@@ -1,7 +1,7 @@
 // messages_history and messages_history_detailed: one record per transmission of the project,
 // newest first, filtered by inclusive UTC dates and paged.
 import { DAY_MS, formatApiTime } from '../../domain/time.ts';
-import { listHistoryPage, type HistoryRow } from '../../storage/reports.ts';
+import { listHistoryPage, numberNewTransmissions, type HistoryRow } from '../../storage/reports.ts';
 import type { Project } from '../../storage/schema.ts';
 import type { Services } from '../../services.ts';
 
@@ -46,6 +46,8 @@ export interface HistoryPage {
 }
 
 export async function listTransmissionHistory(services: Services, project: Project, req: HistoryRequest): Promise<HistoryPage> {
+  // Rows written since the project's last history request get their numbers first: paging seeks by them.
+  await numberNewTransmissions(services.store, project.id);
   const rows = await listHistoryPage(services.store.db, {
     projectId: project.id,
     fromMs: req.fromDayMs,
