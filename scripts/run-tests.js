@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The test command (npm test): runs every test/**/*.test.ts with node's test runner through tsx,
 // once per database: SQLite, then PostgreSQL (POSTHORN_TEST_DATABASES=sqlite,postgres picks them).
-// Extra arguments filter test files by substring.
+// Extra arguments filter test files by substring. Files holding the marker `posthorn-test: runs
+// alone` (they stop PostgreSQL) run after the others, one at a time.
 //
 // It builds first (scripts/build.js): the CLI and multi-process tests start bin/posthorn.js, which
 // runs the compiled dist/. The tests themselves run the sources through tsx.
@@ -89,6 +90,10 @@ if (files.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
+// A test file that stops a shared service says so with this marker and runs alone.
+const EXCLUSIVE_MARKER = 'posthorn-test: runs alone';
+const exclusive = files.filter((f) => fs.readFileSync(f, 'utf8').includes(EXCLUSIVE_MARKER));
+const shared = files.filter((f) => !exclusive.includes(f));
 const databases = (process.env.POSTHORN_TEST_DATABASES ?? 'sqlite,postgres').split(',').map((d) => d.trim()).filter(Boolean);
 const summary = [];
 let failed = false;
@@ -116,14 +121,22 @@ for (const database of databases) {
   }
   console.log(`\n# ===== test suite on ${database} =====`);
   const startedAt = Date.now();
-  const result = spawnSync(
-    process.execPath,
-    ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000', ...files],
-    { stdio: 'inherit', env: { ...process.env, POSTHORN_TEST_DB: database } },
-  );
+  // Two files at a time, then the exclusive ones (they stop PostgreSQL) alone, so that no other
+  // test sees the database go away under it.
+  let ok = true;
+  for (const [group, concurrency] of [[shared, 2], [exclusive, 1]]) {
+    if (group.length === 0) continue;
+    if (group === exclusive) console.log(`\n# ----- alone: ${group.join(', ')} -----`);
+    const result = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=300000', ...group],
+      { stdio: 'inherit', env: { ...process.env, POSTHORN_TEST_DB: database } },
+    );
+    if (result.status !== 0) ok = false;
+  }
   const seconds = ((Date.now() - startedAt) / 1000).toFixed(1);
-  if (result.status !== 0) failed = true;
-  summary.push(`${database}: ${result.status === 0 ? 'passed' : 'FAILED'} (${seconds} s)`);
+  if (!ok) failed = true;
+  summary.push(`${database}: ${ok ? 'passed' : 'FAILED'} (${seconds} s)`);
 }
 console.log(`\n# ===== ${summary.join('; ')} =====`);
 process.exit(failed ? 1 : 0);

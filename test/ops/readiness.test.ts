@@ -1,3 +1,4 @@
+// posthorn-test: runs alone (it stops PostgreSQL; scripts/run-tests.js runs it after the others).
 // /readyz (docs/operations.md, "Health"): not ready while a migration of this build is not applied,
 // not ready while PostgreSQL is stopped (and /healthz still alive), ready again when it is back.
 // PostgreSQL is ALWAYS started again (finally), whatever happens; every wait is bounded.

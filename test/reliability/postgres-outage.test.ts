@@ -1,3 +1,4 @@
+// posthorn-test: runs alone (it stops PostgreSQL; scripts/run-tests.js runs it after the others).
 // PostgreSQL going away under load (docs/operations.md, "When the database is away"): a real
 // `posthorn serve` child takes send_message calls while the server is stopped and started again.
 // While it is away every answer is a 503 envelope naming the cause, or a 200 (accepted before or
