@@ -72,8 +72,8 @@ describe(`process roles and migrate on ${testDatabase()}`, () => {
     assert.deepEqual(await api.stop(), { code: 0, signal: null });
   });
 
-  it('serve --role worker listens on no HTTP port; SIGTERM stops it cleanly', async () => {
-    const worker = startPosthorn('worker', ['serve', '--role', 'worker', '--port', '0'], env);
+  it('serve --role worker serves no API (only its operations listener); SIGTERM stops it cleanly', async () => {
+    const worker = startPosthorn('worker', ['serve', '--role', 'worker', '--port', '0', '--ops-port', '0'], env);
     const running = await worker.waitUntilRunning();
     assert.equal(running.role, 'worker');
     assert.equal(running.url, null);
