@@ -55,6 +55,8 @@ export interface DeliveryOutcome {
   /** the host talked to, null when none was */
   host: string | null;
   durationMs: number;
+  /** whether the SMTP session used TLS; null or absent when no session was set up */
+  tls?: boolean | null;
   /** the sandbox's complaint address: a `spammed` event follows the delivery (delivery/sandbox.ts) */
   complaint?: boolean;
 }
@@ -349,7 +351,7 @@ export class DeliveryService implements BackgroundService {
     const raw = addressedMime(composed, t.recipient, t.recipient_name);
     const envelope = { from: returnPathFor(services.config.bounceDomain, t.id, verpTagKey(services)), to: recipient.address };
     const sent = await this.smtp.sendVia(route.destinations, envelope, raw, composed.dkim);
-    return { ...classifySmtpReply(sent), host: sent.host || null, durationMs: elapsed(started) };
+    return { ...classifySmtpReply(sent), host: sent.host || null, durationMs: elapsed(started), tls: sent.tls ?? null };
   }
 
   /** Attempt row + transmission state + bounce + event, in one transaction, under the lease. */
@@ -370,7 +372,7 @@ export class DeliveryService implements BackgroundService {
       state,
       resultCode: outcome.resultCode,
       resultMessage,
-      attempt: { startedAt, durationMs: Math.round(outcome.durationMs), mxHost: outcome.host, outcome: outcome.kind },
+      attempt: { startedAt, durationMs: Math.round(outcome.durationMs), mxHost: outcome.host, outcome: outcome.kind, tls: outcome.tls ?? null },
     };
     // What goes with the new state in the same transaction: the bounce and the event.
     const alongside = async (trx: Tx, attempts: number): Promise<void> => {

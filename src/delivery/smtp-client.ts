@@ -49,6 +49,8 @@ export type MessageBytes = Buffer | readonly Buffer[];
 export interface SendResult extends SmtpExchange {
   /** the destination's host name (what the attempt records) */
   host: string;
+  /** whether the SMTP session used TLS (implicit or STARTTLS); null when no session was set up */
+  tls?: boolean | null;
 }
 
 /** A counting semaphore: acquire() resolves when a slot is free. */
@@ -135,9 +137,9 @@ export class SmtpClient {
     try {
       const info = await sendRaw(pool.transport, envelope, raw, dkim);
       const reply = splitReply(String(info.response ?? ''));
-      return { code: reply.code ?? 250, text: reply.text, stage: 'message', host: destination.name };
+      return { code: reply.code ?? 250, text: reply.text, stage: 'message', host: destination.name, tls: info.posthornTls ?? null };
     } catch (error) {
-      return { ...exchangeFromError(error), host: destination.name };
+      return { ...exchangeFromError(error), host: destination.name, tls: tlsOfError(error) };
     } finally {
       this.total.release();
       pool.slots.release();
@@ -243,8 +245,20 @@ export function connectWithoutNagle(
  * only the envelope and the bytes (a Buffer is written as is, dot-stuffed by the connection);
  * DKIM signing is Nodemailer's signer over the same bytes.
  */
-function sendRaw(transport: Transporter, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null): Promise<{ response?: string }> {
-  const pool = (transport as unknown as { transporter: { send(mail: unknown, cb: (err: Error | null, info?: { response?: string }) => void): boolean } }).transporter;
+/** What smtp-pipelining.ts notes on an error: the session's TLS state when it failed, if it had one. */
+function tlsOfError(error: unknown): boolean | null {
+  const tls = (error as { posthornTls?: unknown } | null)?.posthornTls;
+  return typeof tls === 'boolean' ? tls : null;
+}
+
+interface SentInfo {
+  response?: string;
+  /** set by smtp-pipelining.ts: whether the session was encrypted */
+  posthornTls?: boolean;
+}
+
+function sendRaw(transport: Transporter, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null): Promise<SentInfo> {
+  const pool = (transport as unknown as { transporter: { send(mail: unknown, cb: (err: Error | null, info?: SentInfo) => void): boolean } }).transporter;
   const signer = dkim ? new DKIM({ domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey }) : null;
   const mail = {
     data: {},

@@ -73,6 +73,19 @@ export function installSmtpPipelining(): void {
     stream.once('error', uncork);
     return stream;
   };
+  // Whether the session used TLS (implicit or after STARTTLS) is the connection's `secure` at the
+  // end of the transaction: it is handed on with the result, or the error, for the attempt row
+  // (smtp-client.ts, `tls`).
+  const originalSend = proto.send as (this: PipelinedConnection & { secure?: boolean }, envelope: unknown, message: unknown, callback: EnvelopeCallback) => void;
+  proto.send = function sendNotingTls(this: PipelinedConnection & { secure?: boolean }, envelope: unknown, message: unknown, callback: EnvelopeCallback): void {
+    if (!this.options.posthornPipelining) return originalSend.call(this, envelope, message, callback);
+    return originalSend.call(this, envelope, message, (err: Error | null, info?: unknown) => {
+      const tls = Boolean(this.secure);
+      if (err) Object.assign(err, { posthornTls: tls });
+      else if (info && typeof info === 'object') Object.assign(info, { posthornTls: tls });
+      callback(err, info);
+    });
+  };
   proto._setEnvelope = function pipelinedSetEnvelope(this: PipelinedConnection, envelope: { to?: unknown }, callback: EnvelopeCallback): void {
     const toCount = ([] as unknown[]).concat(envelope?.to ?? []).length;
     if (!this.options.posthornPipelining || this.options.lmtp || toCount !== 1 || !this._supportedExtensions.includes('PIPELINING')) {

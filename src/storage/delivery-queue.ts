@@ -81,6 +81,8 @@ export interface FinishInput {
     durationMs: number;
     mxHost: string | null;
     outcome: 'sent' | 'deferred' | 'failed';
+    /** whether the SMTP session used TLS; null when unknown (no session) */
+    tls?: boolean | null;
   };
 }
 
@@ -163,10 +165,11 @@ function attemptRow(input: FinishInput) {
     result_code: input.resultCode,
     result_message: input.resultMessage,
     worker: input.worker,
+    tls: input.attempt.tls == null ? null : input.attempt.tls ? 1 : 0,
   };
 }
 
-/** Attempt rows per INSERT: 8 parameters each stays far below SQLite's and PostgreSQL's limits. */
+/** Attempt rows per INSERT: 9 parameters each stays far below SQLite's and PostgreSQL's limits. */
 const ATTEMPT_ROWS_PER_INSERT = 128;
 
 /**

@@ -121,6 +121,8 @@ export interface AttemptsTable {
   result_code: string | null;
   result_message: string | null;
   worker: string | null;
+  /** 1 when the SMTP session used TLS, 0 when not, null when unknown (migration 150) */
+  tls: number | null;
 }
 
 export interface SuppressionsTable {

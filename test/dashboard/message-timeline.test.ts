@@ -1,7 +1,7 @@
 // One message's page with real delivery and real webhooks on both databases: a local SMTP server
 // accepts one recipient and refuses the other (550), a local HTTP receiver takes the webhooks.
 // The page shows, per recipient, the attempt the server answered (MX host, code and text,
-// duration) and the final state, and lists the webhook deliveries the message caused; a message of
+// duration, whether the session used TLS) and the final state, and lists the webhook deliveries the message caused; a message of
 // the same project sent at the same time does not borrow them.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -13,14 +13,17 @@ import { signedInClient, type SessionClient } from './session-client.ts';
 describe('one message: timeline and webhook deliveries', () => {
   let t: TestApp;
   let peer: SmtpPeer;
+  /** offers STARTTLS: its attempt records TLS (migration 150) */
+  let securePeer: SmtpPeer;
   let sink: HttpSink;
   let seed: Seed;
   let client: SessionClient;
 
   before(async () => {
     peer = await startSmtpPeer({ starttls: false, rcpt: (to) => (to.startsWith('gone@') ? reply(550, '5.1.1 <gone@customer.example>: user unknown') : null) });
+    securePeer = await startSmtpPeer({ starttls: true });
     sink = await startHttpSink();
-    t = await startTestApp({ config: { workers: 2, transportMap: [peer.transportFor('*')], allowPrivateWebhooks: true, webhookTimeoutMs: 2000 } });
+    t = await startTestApp({ config: { workers: 2, transportMap: [securePeer.transportFor('secure.example'), peer.transportFor('*')], allowPrivateWebhooks: true, webhookTimeoutMs: 2000 } });
     seed = await t.seed('timeline');
     ({ client } = await signedInClient(t, seed.accountUid));
     const hook = await t.call('create_webhook', { api_key: seed.accountKey, arguments: { url: `${sink.url}/hooks`, events: ['delivered', 'failed', 'bounced'] } });
@@ -29,34 +32,41 @@ describe('one message: timeline and webhook deliveries', () => {
   after(async () => {
     await t?.close();
     await peer?.close();
+    await securePeer?.close();
     await sink?.close();
   });
 
   it('shows each recipient\'s attempt and the webhooks the message caused, and no other message\'s', async () => {
     const send = (uid: string, recipients: string[]) =>
       t.call('send_message', { api_key: seed.projectKey, uid, arguments: { recipients, headers: { subject: uid, from: 'a@acme.example' }, content: { 'text/plain': 'x' } } });
-    const mine = await send('timeline-1', ['ok@customer.example', 'gone@customer.example']);
+    const mine = await send('timeline-1', ['ok@customer.example', 'gone@customer.example', 'tls@secure.example']);
     const theirs = await send('timeline-2', ['other@customer.example']);
     assert.equal(mine.status, 200);
     assert.equal(theirs.status, 200);
     await peer.waitForReceived(2, 20_000);
-    await sink.waitFor(3, 20_000);
+    await securePeer.waitForReceived(1, 20_000);
+    await sink.waitFor(4, 20_000);
 
     const page = await client.get(`/messages/${mine.body.data.message.id}`);
     assert.equal(page.status, 200);
     const sections = page.text.split('<section class="card recipient"').slice(1);
-    assert.equal(sections.length, 2);
+    assert.equal(sections.length, 3);
     const ok = sections.find((s) => s.includes('ok@customer.example'))!;
     const gone = sections.find((s) => s.includes('gone@customer.example'))!;
     assert.match(ok, /<li class="attempt sent">[\s\S]*?<dd>127\.0\.0\.1<\/dd>[\s\S]*?<code>SMTP_250<\/code>[\s\S]*?\d+ ms/);
     assert.match(ok, /<strong>completed<\/strong>/);
+    // The plain peer offers no STARTTLS; the other one does and the session is encrypted.
+    assert.match(ok, /<dt>TLS<\/dt><dd>no<\/dd>/);
+    assert.match(gone, /<dt>TLS<\/dt><dd>no<\/dd>/);
+    const secure = sections.find((s) => s.includes('tls@secure.example'))!;
+    assert.match(secure, /<li class="attempt sent">[\s\S]*?<dt>TLS<\/dt><dd>yes<\/dd>/);
     assert.match(gone, /<li class="attempt failed">[\s\S]*?<code>SMTP_550<\/code>[^<]*user unknown/);
     assert.match(gone, /<span class="badge failed">failed<\/span>/);
 
     const deliveries = page.text.slice(page.text.indexOf('<h2>Webhook deliveries</h2>'));
     const rows = deliveries.split('<tr>').slice(2);
     assert.ok(rows.length >= 2, deliveries);
-    assert.ok(rows.every((r) => /ok@customer\.example|gone@customer\.example/.test(r)), deliveries);
+    assert.ok(rows.every((r) => /ok@customer\.example|gone@customer\.example|tls@secure\.example/.test(r)), deliveries);
     assert.ok(rows.some((r) => r.includes('<td>delivered</td><td>ok@customer.example</td>')));
     // A 550 to RCPT is a hard bounce: its event is `bounced` (docs/webhooks.md).
     assert.ok(rows.some((r) => /<td>(failed|bounced)<\/td><td>gone@customer\.example<\/td>/.test(r)), deliveries);

@@ -127,10 +127,11 @@ describe(`Nodemailer internals patched by ${PATCHED_BY}`, () => {
 
   it('SMTPConnection still has the private methods the patch wraps or calls', () => {
     const proto = (SMTPConnection as unknown as { prototype: Record<string, unknown> }).prototype;
-    for (const method of ['_setEnvelope', '_createSendStream', '_sendCommand', '_formatError', '_getDsnRcptToArgs']) {
+    for (const method of ['send', '_setEnvelope', '_createSendStream', '_sendCommand', '_formatError', '_getDsnRcptToArgs']) {
       assert.equal(typeof proto[method], 'function', changed(`SMTPConnection.prototype.${method} is no longer a function`));
     }
     assert.equal((proto._setEnvelope as (...a: unknown[]) => unknown).length, 2, changed('_setEnvelope no longer takes (envelope, callback)'));
+    assert.equal((proto.send as (...a: unknown[]) => unknown).length, 3, changed('send no longer takes (envelope, message, callback)'));
   });
 
   it('a connected SMTPConnection still keeps the fields the patch reads', async () => {
@@ -141,6 +142,8 @@ describe(`Nodemailer internals patched by ${PATCHED_BY}`, () => {
       assert.ok(Array.isArray(conn._responseActions), changed('_responseActions (the queue of reply handlers) is no longer an array'));
       assert.ok(Array.isArray(conn._ehloLines), changed('_ehloLines is no longer an array'));
       assert.equal(typeof conn.options, 'object', changed('the connection no longer keeps its options as .options'));
+      // The attempt's TLS state is the connection's `secure` (false here: no STARTTLS on this server).
+      assert.equal((conn as unknown as { secure?: unknown }).secure, false, changed('the connection no longer keeps whether it is encrypted as .secure'));
       for (const member of ['cork', 'uncork', 'write']) assert.equal(typeof conn._socket?.[member], 'function', changed(`_socket.${member} is missing`));
       for (const member of ['writableLength', 'writableHighWaterMark']) assert.equal(typeof conn._socket?.[member], 'number', changed(`_socket.${member} is missing`));
       assert.equal(typeof conn._getDsnRcptToArgs(), 'string', changed('_getDsnRcptToArgs() no longer returns a string'));

@@ -91,7 +91,7 @@ function timelineOf(r: RecipientTimeline): SafeHtml {
     if (e.kind === 'attempt' && e.attempt) {
       const a = e.attempt;
       return html`<li class="attempt ${a.outcome}">${when} <strong>attempt: ${a.outcome}</strong>
-<dl class="inline"><dt>MX host</dt><dd>${a.mx_host ?? '(none reached)'}</dd><dt>TLS</dt><dd>not recorded</dd><dt>Reply</dt><dd><code>${a.result_code ?? ''}</code> ${a.result_message ?? ''}</dd><dt>Duration</dt><dd>${Number(a.duration_ms)} ms</dd></dl></li>`;
+<dl class="inline"><dt>MX host</dt><dd>${a.mx_host ?? '(none reached)'}</dd><dt>TLS</dt><dd>${a.tls == null ? 'not recorded' : a.tls ? 'yes' : 'no'}</dd><dt>Reply</dt><dd><code>${a.result_code ?? ''}</code> ${a.result_message ?? ''}</dd><dt>Duration</dt><dd>${Number(a.duration_ms)} ms</dd></dl></li>`;
     }
     return html`<li class="${e.kind}">${when} <strong>${e.kind}</strong>${e.text ? html` <span>${e.text}</span>` : ''}</li>`;
   })}</ol>
