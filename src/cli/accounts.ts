@@ -40,7 +40,7 @@ const account: Command = async ({ config, args, flags }) => {
         return 0;
       }
     }
-  });
+  }, { create: sub === 'create' });
 };
 
 const init: Command = async ({ config, flags }) => {
@@ -69,7 +69,7 @@ const init: Command = async ({ config, flags }) => {
       ].join('\n'),
     );
     return 0;
-  });
+  }, { create: true });
 };
 
 

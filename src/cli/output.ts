@@ -2,6 +2,7 @@
 // The app is imported when a command runs, not when the table loads (src/cli/types.ts).
 import type { Config } from '../config.ts';
 import type { Services } from '../services.ts';
+import { UsageError } from './types.ts';
 
 export function flag(flags: Map<string, string[]>, name: string): string | undefined {
   const v = flags.get(name);
@@ -13,9 +14,16 @@ export function print(json: boolean, value: unknown, text: string): void {
   process.stdout.write(json ? JSON.stringify(value) + '\n' : text + '\n');
 }
 
-/** Opens the store (migrating it), runs fn, closes the store. */
-export async function withServices<T>(config: Readonly<Config>, fn: (s: Services) => Promise<T>): Promise<T> {
-  const { openServices } = await import('../app.ts');
+/**
+ * Opens the store (migrating it), runs fn, closes the store. Only the commands that make a new
+ * installation (`init`, `account create`) pass `create`: every other command works on existing
+ * data, so without a database it says how to make one instead of creating an empty one.
+ */
+export async function withServices<T>(config: Readonly<Config>, fn: (s: Services) => Promise<T>, opts: { create?: boolean } = {}): Promise<T> {
+  const { databaseExists, openServices } = await import('../app.ts');
+  if (!opts.create && !databaseExists(config)) {
+    throw new UsageError(`no database at ${config.databaseUrl ?? config.data} (--data, DATABASE_URL): create one with \`posthorn init\``);
+  }
   const services = await openServices(config, { log: await quietLogger(config) });
   try {
     return await fn(services);
