@@ -45,19 +45,18 @@ const account: Command = async ({ config, args, flags }) => {
 
 const init: Command = async ({ config, flags }) => {
   const json = flags.has('json');
-  const { createAccount } = await import('../operations/accounts.ts');
-  const { createProject, projectUrl } = await import('../operations/projects.ts');
-  const { createFirstUser } = await import('../operations/users.ts');
+  const { createInstallation } = await import('../operations/installation.ts');
+  const { projectUrl } = await import('../operations/projects.ts');
   return withServices(config, async (services) => {
-    const created = await createAccount(services, { name: flag(flags, 'name') ?? 'My account' });
-    const { project, apiKey } = await createProject(services, created.account, { name: flag(flags, 'project-name') ?? 'My project' });
+    const { account, project, user } = await createInstallation(services, {
+      accountName: flag(flags, 'name') ?? 'My account',
+      projectName: flag(flags, 'project-name') ?? 'My project',
+      email: flag(flags, 'email'),
+    });
     const out = {
-      account: { uid: created.account.uid, name: created.account.name, api_key: created.apiKey },
-      project: { uid: project.uid, name: project.name, url: projectUrl(services, project), api_key: apiKey },
-      dashboard: await (async () => {
-        const { user, password } = await createFirstUser(services, created.account, flag(flags, 'email'));
-        return { url: `${services.config.publicUrl}/`, email: user.email, password };
-      })(),
+      account: { uid: account.account.uid, name: account.account.name, api_key: account.apiKey },
+      project: { uid: project.project.uid, name: project.project.name, url: projectUrl(services, project.project), api_key: project.apiKey },
+      dashboard: { url: `${services.config.publicUrl}/`, email: user.user.email, password: user.password },
     };
     print(
       json,

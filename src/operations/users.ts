@@ -20,6 +20,7 @@ import {
   updateUserPassword,
 } from '../storage/dashboard-users.ts';
 import { findProjectById, findProjectByUid, listProjects } from '../storage/projects.ts';
+import { isDuplicate } from '../storage/duplicates.ts';
 import type { Account, Project } from '../storage/schema.ts';
 
 /** A session lasts this long from sign-in (12 hours): a working day, not forever. */
@@ -56,6 +57,11 @@ export async function verifyPassword(password: string, stored: string): Promise<
 /** A password to show once: 24 characters of base64url (144 random bits). */
 export function generatePassword(): string {
   return randomBytes(18).toString('base64url');
+}
+
+/** Refuses an email a dashboard user cannot have (412 naming it). */
+export function checkUserEmail(email: string): void {
+  normalizeEmail(email);
 }
 
 function normalizeEmail(email: string): string {
@@ -95,16 +101,14 @@ export async function createUser(
   }
   const passwordHash = await hashPassword(password);
   const now = services.clock.now();
-  try {
-    const user = await services.store.write(async (trx) => {
-      if (await findUserByEmail(trx, email)) throw new ApiError('bad_request', `A dashboard user ${email} already exists.`);
-      return insertUser(trx, { accountId: account.id, projectId: project ? project.id : null, email, passwordHash, now });
-    });
-    return { user, account, project, password };
-  } catch (error) {
-    if (services.store.dialect.isUniqueViolation(error)) throw new ApiError('bad_request', `A dashboard user ${email} already exists.`);
-    throw error;
-  }
+  const user = await services.store.write(async (trx) => {
+    if (await findUserByEmail(trx, email)) throw new ApiError('bad_request', `A dashboard user ${email} already exists.`);
+    const inserted = await insertUser(trx, { accountId: account.id, projectId: project ? project.id : null, email, passwordHash, now });
+    // A concurrent create of the same email loses at the unique constraint.
+    if (isDuplicate(inserted)) throw new ApiError('bad_request', `A dashboard user ${email} already exists.`);
+    return inserted;
+  });
+  return { user, account, project, password };
 }
 
 /** Sets a new password (generated unless given) and ends every session of the user. */
