@@ -2,7 +2,9 @@
 // on the server at POSTHORN_TEST_PG_URL, default postgres://postgres@127.0.0.1:5432/postgres,
 // trust auth), dropped when the app closes. The pid in the name lets scripts/run-tests.js drop the
 // leftovers of test processes that died, without touching databases of runs still going.
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import pg from 'pg';
 
 export const ADMIN_URL = process.env.POSTHORN_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -53,4 +55,34 @@ export async function dropPostgresDatabase(url: string): Promise<void> {
   const name = decodeURIComponent(new URL(url).pathname.slice(1));
   if (!name.startsWith(TEST_DATABASE_PREFIX) || !/^[a-z0-9_]+$/.test(name)) throw new Error(`refusing to drop ${name}: not a test database`);
   await withAdmin((client) => client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
+}
+
+/** Stops or starts the machine's PostgreSQL cluster (tests that prove outages; they run alone). */
+export function controlPostgresCluster(action: 'start' | 'stop'): void {
+  const version = fs.readdirSync('/etc/postgresql')[0];
+  execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', version, 'main', action, ...(action === 'stop' ? ['-m', 'fast'] : [])], { stdio: 'ignore', timeout: 60_000 });
+}
+
+/** Whether this process may stop and start the cluster: root, with Debian's pg_ctlcluster. */
+export function canControlPostgres(): boolean {
+  return process.getuid?.() === 0 && fs.existsSync('/etc/postgresql') && spawnSync('which', ['pg_ctlcluster']).status === 0;
+}
+
+/** Waits (bounded) until PostgreSQL answers a query. */
+export async function waitForPostgres(timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const client = new pg.Client({ connectionString: ADMIN_URL });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      await client.query('select 1');
+      await client.end();
+      return;
+    } catch (error) {
+      await client.end().catch(() => {});
+      if (Date.now() > deadline) throw error;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
 }

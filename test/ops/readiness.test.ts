@@ -3,41 +3,11 @@
 // not ready while PostgreSQL is stopped (and /healthz still alive), ready again when it is back.
 // PostgreSQL is ALWAYS started again (finally), whatever happens; every wait is bounded.
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import fs from 'node:fs';
 import { after, describe, it } from 'node:test';
-import pg from 'pg';
 import { sql } from 'kysely';
 import { startTestApp } from '../helpers/app.ts';
 import { onlyOn } from '../helpers/databases.ts';
-import { ADMIN_URL } from '../helpers/postgres.ts';
-
-function pgCluster(action: 'start' | 'stop'): void {
-  const version = fs.readdirSync('/etc/postgresql')[0];
-  execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', version, 'main', action, ...(action === 'stop' ? ['-m', 'fast'] : [])], { stdio: 'ignore', timeout: 60_000 });
-}
-
-async function waitForPostgres(timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const client = new pg.Client({ connectionString: ADMIN_URL });
-    client.on('error', () => {});
-    try {
-      await client.connect();
-      await client.query('select 1');
-      await client.end();
-      return;
-    } catch (error) {
-      await client.end().catch(() => {});
-      if (Date.now() > deadline) throw error;
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-}
-
-function canControlPostgres(): boolean {
-  return process.getuid?.() === 0 && fs.existsSync('/etc/postgresql') && spawnSync('which', ['pg_ctlcluster']).status === 0;
-}
+import { canControlPostgres, controlPostgresCluster, waitForPostgres } from '../helpers/postgres.ts';
 
 async function readyz(url: string): Promise<{ status: number; body: { status: string; checks: Record<string, string> } }> {
   const r = await fetch(url + '/readyz');
@@ -84,7 +54,7 @@ describe('readiness', () => {
     cleanup.push(() => t.close());
     assert.equal((await readyz(t.url)).status, 200);
     try {
-      pgCluster('stop');
+      controlPostgresCluster('stop');
       const down = await readyzUntil(t.url, 503);
       assert.match(down.body.checks.database, /^unavailable: /);
       assert.ok(!down.body.checks.database.includes('postgres://'), 'no connection string in the answer');
@@ -94,7 +64,7 @@ describe('readiness', () => {
       const metrics = await (await fetch(t.url + '/metrics')).text();
       assert.match(metrics, /^posthorn_database_up 0$/m);
     } finally {
-      pgCluster('start');
+      controlPostgresCluster('start');
       await waitForPostgres();
     }
     const back = await readyzUntil(t.url, 200);

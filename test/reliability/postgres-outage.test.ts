@@ -8,49 +8,20 @@
 // PostgreSQL is ALWAYS started again (finally), whatever happens. Bounded: a fixed number of
 // messages, every wait with a deadline.
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import pg from 'pg';
 import { messageIdFor } from '../../src/domain/message-uid.ts';
 import { onlyOn } from '../helpers/databases.ts';
-import { ADMIN_URL, createFreshPostgresDatabase, dropPostgresDatabase } from '../helpers/postgres.ts';
+import { canControlPostgres, controlPostgresCluster, createFreshPostgresDatabase, dropPostgresDatabase, waitForPostgres } from '../helpers/postgres.ts';
 import { BIN, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
 import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 
 const TOTAL = 600;
 const MAILER_HOST = 'outage.posthorn.test';
 const CONCURRENCY = 8;
-
-function pgCluster(action: 'start' | 'stop'): void {
-  const version = fs.readdirSync('/etc/postgresql')[0];
-  execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', version, 'main', action, ...(action === 'stop' ? ['-m', 'fast'] : [])], { stdio: 'ignore', timeout: 60_000 });
-}
-
-/** Waits (bounded) until PostgreSQL answers a query. */
-async function waitForPostgres(timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const client = new pg.Client({ connectionString: ADMIN_URL });
-    client.on('error', () => {});
-    try {
-      await client.connect();
-      await client.query('select 1');
-      await client.end();
-      return;
-    } catch (error) {
-      await client.end().catch(() => {});
-      if (Date.now() > deadline) throw error;
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-}
-
-function canControlPostgres(): boolean {
-  return process.getuid?.() === 0 && fs.existsSync('/etc/postgresql') && spawnSync('which', ['pg_ctlcluster']).status === 0;
-}
 
 const skip = onlyOn('postgres') || (canControlPostgres() ? false : 'needs root and pg_ctlcluster to stop and start PostgreSQL');
 if (skip && process.env.CI === 'true' && !onlyOn('postgres')) throw new Error(`postgres outage test cannot run under CI: ${skip}`);
@@ -89,7 +60,7 @@ describe('PostgreSQL stopped and started under a send load', { skip, timeout: 30
   after(async () => {
     // Whatever happened above, PostgreSQL runs again for everyone else.
     try {
-      pgCluster('start');
+      controlPostgresCluster('start');
     } catch {
       // already running
     }
@@ -141,11 +112,11 @@ describe('PostgreSQL stopped and started under a send load', { skip, timeout: 30
       phase = 'away';
       // Stopped under the load: requests in flight meet the shutdown (57P01), later ones a refused connection.
       const loading = load(() => accepted.size >= TOTAL / 2 || (stoppedAt > 0 && Date.now() - stoppedAt > 3000 && unavailable.length >= 20));
-      pgCluster('stop');
+      controlPostgresCluster('stop');
       stoppedAt = Date.now();
       await loading;
     } finally {
-      pgCluster('start');
+      controlPostgresCluster('start');
     }
     const startedAt = Date.now();
     await waitForPostgres();
