@@ -57,6 +57,8 @@ export interface Service {
   pid: number;
   /** VmRSS and VmHWM (peak) of the service process, MiB */
   rss(): { rss: number; peak: number } | null;
+  /** 1, or 3 for a supervised serve (the supervisor, the API and the delivery process) */
+  processes: number;
   /** CPU seconds the service process has used so far */
   cpuSeconds(): number;
   /** scheduler accounting of its main thread */
@@ -94,6 +96,9 @@ export async function serve(instance: Instance, opts: ServeOptions = {}): Promis
   const logFile = path.join(instance.dataDir, `serve-${spawned.child.pid}.log`);
   const logStream = fs.createWriteStream(logFile);
   spawned.child.stderr!.pipe(logStream, { end: false });
+  // A supervised serve (--role all on SQLite by default, src/cli/supervisor.ts) names its child
+  // processes in the running line: the service's CPU, memory and waiting are summed over them all.
+  let childPids: number[] = [];
   const url = await new Promise<string | null>((resolve, reject) => {
     let buffer = '';
     const timer = setTimeout(() => reject(new Error(`posthorn serve did not start within 60 s (log: ${logFile})`)), 60_000);
@@ -107,7 +112,9 @@ export async function serve(instance: Instance, opts: ServeOptions = {}): Promis
         if (!line.includes('posthorn is running')) continue;
         clearTimeout(timer);
         try {
-          resolve((JSON.parse(line) as { url?: string | null }).url ?? null);
+          const running = JSON.parse(line) as { url?: string | null; processes?: Array<{ pid: number }> };
+          childPids = (running.processes ?? []).map((p) => p.pid);
+          resolve(running.url ?? null);
         } catch {
           resolve(null);
         }
@@ -120,12 +127,19 @@ export async function serve(instance: Instance, opts: ServeOptions = {}): Promis
     });
   });
   const pid = spawned.child.pid!;
+  const pids = [pid, ...childPids];
+  const sum = <T extends Record<string, number>>(read: (p: number) => T | null): T | null => {
+    const all = pids.map(read);
+    if (all.some((x) => x === null)) return null;
+    return Object.fromEntries(Object.keys(all[0]!).map((k) => [k, all.reduce((acc, x) => acc + x![k], 0)])) as T;
+  };
   return {
     url,
     pid,
-    rss: () => readRssMiB(pid),
-    cpuSeconds: () => readCpuSeconds(pid) ?? NaN,
-    sched: () => readSchedstat(pid),
+    processes: pids.length,
+    rss: () => sum(readRssMiB),
+    cpuSeconds: () => pids.reduce((acc, p) => acc + (readCpuSeconds(p) ?? NaN), 0),
+    sched: () => sum(readSchedstat),
     stop: async () => {
       await spawned.stop(60_000);
       logStream.end();

@@ -5,15 +5,47 @@ import type { CliCommand, CommandInput } from './types.ts';
 type Command = (input: CommandInput) => Promise<number>;
 
 const serve: Command = async ({ config }) => {
+  const { chooseProcessCount, superviseServe, SUPERVISED_ENV } = await import('./supervisor.ts');
+  if (chooseProcessCount(config) > 1) {
+    const { createLogger } = await import('../log.ts');
+    return superviseServe(config, createLogger(config.logLevel));
+  }
+  const supervised = process.env[SUPERVISED_ENV] === '1' && typeof process.send === 'function';
+  let stopping = false;
+  if (supervised) {
+    // A child of the supervisor (cli/supervisor.ts) never outlives it: the IPC channel closes
+    // however the supervisor ends, and this process then ends at once, as the whole service
+    // would have in a crash (everything it held is recovered as after any crash).
+    process.on('disconnect', () => {
+      if (!stopping) process.kill(process.pid, 'SIGKILL');
+    });
+  }
   const { startApp } = await import('../app.ts');
-  const app = await startApp(config);
+  let app: Awaited<ReturnType<typeof startApp>>;
+  try {
+    app = await startApp(config);
+  } catch (error) {
+    // The open IPC channel would keep this process alive after the error is printed: close it
+    // (the supervisor sees the exit before ready and ends the command with this exit code).
+    stopping = true;
+    if (supervised) process.disconnect?.();
+    throw error;
+  }
   const log = app.services.log;
-  log.info({ url: app.url, role: config.role, background: app.background.map((b) => b.name) }, 'posthorn is running');
+  const background = app.background.map((b) => b.name);
+  if (supervised) {
+    relayWakes(app.services.store);
+    process.send!({ type: 'ready', role: config.role, url: app.url, background });
+    log.info({ url: app.url, role: config.role, background, pid: process.pid }, 'posthorn process is running');
+  } else {
+    log.info({ url: app.url, role: config.role, background }, 'posthorn is running');
+  }
   await new Promise<void>((resolve) => {
     // Signal handlers do not keep Node's event loop alive, and a worker process may hold nothing
     // else that does (unref'd poll timers, no HTTP server): this timer keeps it running until told.
     const keepAlive = setInterval(() => {}, 1 << 30);
     const stop = (signal: string) => {
+      stopping = true;
       clearInterval(keepAlive);
       log.info({ signal }, 'shutting down');
       resolve();
@@ -22,8 +54,46 @@ const serve: Command = async ({ config }) => {
     process.once('SIGINT', () => stop('SIGINT'));
   });
   await app.close();
+  if (supervised) process.disconnect?.();
   return 0;
 };
+
+type WakeChannel = 'transmissions' | 'events' | 'mailboxes';
+/** The part of the store wake-ups go through (the edge names no storage module, test/architecture.test.ts). */
+interface WakeBus {
+  wake(channel: WakeChannel): void;
+  onWake(channel: WakeChannel, listener: () => void): Promise<unknown>;
+}
+
+/**
+ * Wake-ups cross to the other supervised process through the supervisor: each channel at most once
+ * per event-loop turn, and one that arrived from the supervisor is not sent back.
+ */
+function relayWakes(store: WakeBus): void {
+  let relaying = false;
+  const due = new Set<WakeChannel>();
+  for (const channel of ['transmissions', 'events', 'mailboxes'] as const) {
+    void store.onWake(channel, () => {
+      if (relaying || due.has(channel)) return;
+      due.add(channel);
+      if (due.size === 1)
+        setImmediate(() => {
+          for (const c of due) if (process.connected) process.send!({ type: 'wake', channel: c });
+          due.clear();
+        });
+    });
+  }
+  process.on('message', (raw) => {
+    const message = raw as { type?: string; channel?: WakeChannel };
+    if (message?.type !== 'wake' || !message.channel) return;
+    relaying = true;
+    try {
+      store.wake(message.channel);
+    } finally {
+      relaying = false;
+    }
+  });
+}
 
 const migrate: Command = async ({ config }) => {
   const { migrateDatabase } = await import('../app.ts');
@@ -36,7 +106,7 @@ export const serviceCommands: CliCommand[] = [
   {
     name: 'serve',
     usage: ['serve                         run the service (HTTP API and delivery workers)'],
-    description: 'Runs what --role asks for: the HTTP API (--port), the delivery, webhook and mailbox workers, and the listeners that are configured (--bounce-port, --submission-port). Stops cleanly on SIGTERM or SIGINT. Creates the database and applies migrations at start.',
+    description: 'Runs what --role asks for: the HTTP API (--port), the delivery, webhook and mailbox workers, and the listeners that are configured (--bounce-port, --submission-port). With --role all on SQLite and 2 or more cores it starts and supervises two processes, the API and the delivery, on the one database (--processes 1: everything in this process). Stops cleanly on SIGTERM or SIGINT. Creates the database and applies migrations at start.',
     run: serve,
   },
   {

@@ -1,0 +1,151 @@
+// `posthorn serve` on more than one core (src/cli/supervisor.ts, docs/operations.md "Processes"):
+// the one command starts an API process and a delivery process on the one database and supervises
+// them. Real `node bin/posthorn.js` processes and a real SMTP server in this process.
+//
+//   - By default on SQLite (explicitly with --processes 2 on PostgreSQL) it announces role all with
+//     two child pids; a message sent to the API process is delivered by the other, woken through
+//     the supervisor (the idle poll is set to 10 minutes, so only the relayed wake-up can explain a
+//     delivery within the bound).
+//   - kill -9 of the supervisor leaves no child behind; SIGTERM stops all three with exit 0.
+//   - --processes 1 runs everything in one process, as before.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import type net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { SMTPServer } from 'smtp-server';
+import { freshDatabaseUrl, releaseDatabaseUrl, testDatabase } from '../helpers/databases.ts';
+import { BIN, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
+
+const DELIVERY_LIMIT_MS = 20_000;
+const EXIT_LIMIT_MS = 10_000;
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    // A zombie (exited, not yet reaped by its new parent) counts as gone.
+    return !/^\S+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+/** Bounded wait for every pid to be gone; returns those still alive at the deadline. */
+async function waitGone(pids: number[], limitMs: number): Promise<number[]> {
+  const deadline = Date.now() + limitMs;
+  while (Date.now() < deadline) {
+    if (!pids.some(alive)) return [];
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return pids.filter(alive);
+}
+
+function childPids(line: Record<string, unknown>): number[] {
+  return ((line.processes as Array<{ pid: number }> | undefined) ?? []).map((p) => p.pid);
+}
+
+describe(`serve supervises an API and a delivery process (${testDatabase()})`, () => {
+  let dataDir: string;
+  let databaseUrl: string | null;
+  let env: Record<string, string>;
+  let projectKey: string;
+  let sinkPort: number;
+  const delivered: string[] = [];
+  let sink: SMTPServer;
+  const supervisedArgs = () => ['serve', '--port', '0', '--poll-ms', '600000', '--transport-map', `sink.test=127.0.0.1:${sinkPort}`, ...(databaseUrl ? ['--processes', '2'] : [])];
+
+  before(async () => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-supervisor-'));
+    databaseUrl = await freshDatabaseUrl();
+    env = {
+      POSTHORN_DATA: dataDir, DATABASE_URL: databaseUrl ?? '', POSTHORN_SECRET_KEY: 'supervisor-test-key', LOG_LEVEL: 'info',
+      POSTHORN_MAILER_HOST: 'posthorn.test', POSTHORN_DNS_SERVERS: '127.0.0.1:9', POSTHORN_OPS_PORT: '0',
+    };
+    const init = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+      const child = spawn(process.execPath, [BIN, 'init', '--json'], { env: { ...process.env, ...env, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'inherit'] });
+      let stdout = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.on('exit', (code) => resolve({ code, stdout }));
+    });
+    assert.equal(init.code, 0);
+    projectKey = JSON.parse(init.stdout).project.api_key;
+    sink = new SMTPServer({
+      hideSTARTTLS: true, authOptional: true, disabledCommands: ['AUTH', 'STARTTLS'], logger: false, closeTimeout: 100,
+      onData(stream, session, callback) {
+        stream.resume();
+        stream.on('end', () => {
+          for (const r of session.envelope.rcptTo) delivered.push(r.address);
+          callback(null);
+        });
+      },
+    });
+    await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
+    sinkPort = ((sink as unknown as { server: net.Server }).server.address() as net.AddressInfo).port;
+  });
+  after(async () => {
+    await stopAll();
+    await new Promise<void>((resolve) => sink.close(() => resolve()));
+    await releaseDatabaseUrl(databaseUrl);
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const send = async (url: string, to: string) => {
+    const r = await fetch(`${url}/v.1.0/send_message.json`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ api_key: projectKey, uid: to, arguments: { recipients: to, headers: { from: 'a@posthorn.test', subject: 's' }, content: { 'text/plain': 'x' } } }),
+    });
+    assert.equal(r.status, 200, await r.text());
+  };
+  const waitDelivered = async (to: string, proc: PosthornProcess) => {
+    const deadline = Date.now() + DELIVERY_LIMIT_MS;
+    while (!delivered.includes(to)) {
+      assert.ok(Date.now() < deadline, `${to} not delivered within ${DELIVERY_LIMIT_MS} ms\n${proc.tail()}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+
+  it('runs two processes, delivers through the relayed wake-up, and leaves no child after kill -9', async () => {
+    const serve = startPosthorn('serve', supervisedArgs(), env);
+    const running = await serve.waitForLog((l) => l.msg === 'posthorn is running', 'startup');
+    assert.equal(running.role, 'all');
+    assert.ok((running.background as string[]).includes('delivery'));
+    const pids = childPids(running);
+    assert.equal(pids.length, 2, JSON.stringify(running));
+    assert.ok(pids.every(alive) && !pids.includes(serve.pid));
+    await send(running.url as string, 'one@sink.test');
+    await waitDelivered('one@sink.test', serve);
+    await serve.kill();
+    assert.deepEqual(await waitGone(pids, EXIT_LIMIT_MS), [], 'children outlived the supervisor');
+  });
+
+  it('restarts a child that dies, and stops everything with exit 0 on SIGTERM', async () => {
+    const serve = startPosthorn('serve', supervisedArgs(), env);
+    const running = await serve.waitForLog((l) => l.msg === 'posthorn is running', 'startup');
+    const [worker, api] = childPids(running);
+    process.kill(worker, 'SIGKILL');
+    const restarted = await serve.waitForLog((l) => l.msg === 'posthorn process restarted', 'the restart');
+    assert.equal(restarted.role, 'worker');
+    assert.notEqual(restarted.pid, worker);
+    await send(running.url as string, 'two@sink.test');
+    await waitDelivered('two@sink.test', serve);
+    const { code } = await serve.stop();
+    assert.equal(code, 0, serve.tail());
+    assert.deepEqual(await waitGone([api, restarted.pid as number], EXIT_LIMIT_MS), []);
+  });
+
+  it('--processes 1 runs everything in the one process', async () => {
+    const serve = startPosthorn('serve', [...supervisedArgs(), '--processes', '1', '--poll-ms', '100'], env);
+    const running = await serve.waitUntilRunning();
+    assert.equal(running.role, 'all');
+    assert.ok(running.background.includes('delivery'));
+    const children = fs.readFileSync(`/proc/${serve.pid}/task/${serve.pid}/children`, 'utf8').trim();
+    assert.equal(children, '', 'no child process');
+    assert.ok(running.url);
+    await send(running.url, 'three@sink.test');
+    await waitDelivered('three@sink.test', serve);
+    assert.equal((await serve.stop()).code, 0);
+  });
+});
