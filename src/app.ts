@@ -12,7 +12,6 @@ import { buildHttpServer } from './http/server.ts';
 import { createLogger } from './log.ts';
 import { forgetDkimKeys } from './delivery/dkim.ts';
 import type { Ports, Services } from './services.ts';
-import { migrateToLatest } from './storage/migrate.ts';
 import { loadSecretKey } from './storage/secret-key.ts';
 import { sqliteFileFrom } from './storage/dialects/sqlite.ts';
 import { openStore } from './storage/store.ts';
@@ -39,7 +38,7 @@ export async function openServices(config: Readonly<Config>, opts: AppOptions = 
   const log = opts.log ?? createLogger(config.logLevel);
   const store = await openStore({ ...config, log });
   try {
-    await migrateToLatest(store.dialect);
+    await store.migrate();
   } catch (error) {
     await store.close();
     throw error;
@@ -60,7 +59,7 @@ export async function openServices(config: Readonly<Config>, opts: AppOptions = 
 export async function migrateDatabase(config: Readonly<Config>, log: Logger): Promise<string[]> {
   const store = await openStore({ ...config, log });
   try {
-    return await migrateToLatest(store.dialect);
+    return await store.migrate();
   } finally {
     await store.close();
   }

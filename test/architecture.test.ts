@@ -144,3 +144,26 @@ test('the check itself fails on each kind of crossing', () => {
   ]);
   assert.deepEqual(findCrossings(allowed), []);
 });
+
+/**
+ * Reads of the store's dialect outside src/storage/: the dialect and its capabilities (skip-locked,
+ * group commit, unique-violation codes) stay inside storage; others ask the store (kind, migrate,
+ * poolStats) or get a duplicate as a value (storage/duplicates.ts).
+ */
+function findDialectReads(sources: Map<string, string>): string[] {
+  const reads: string[] = [];
+  for (const [file, text] of sources) {
+    if (file.startsWith('storage/')) continue;
+    text.split('\n').forEach((line, i) => {
+      if (/\.\s*dialect\b/.test(line) && !/^\s*(\/\/|\*)/.test(line)) reads.push(`src/${file}:${i + 1}: ${line.trim()}`);
+    });
+  }
+  return reads;
+}
+
+test('nothing outside src/storage/ reads store.dialect', () => {
+  assert.deepEqual(findDialectReads(readSources()), [], 'ask the store (src/storage/store.ts) or return the answer from storage as a value');
+  // The check itself fails on a read.
+  assert.equal(findDialectReads(new Map([['operations/x.ts', 'if (services.store.dialect.isUniqueViolation(error)) throw e;']])).length, 1);
+  assert.equal(findDialectReads(new Map([['storage/x.ts', 'const d = store.dialect;']])).length, 0);
+});

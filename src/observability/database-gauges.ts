@@ -58,7 +58,7 @@ export function addDatabaseGauges(metrics: PosthornMetrics, services: Services):
       up.set(0);
       services.log.warn({ err: error }, 'reading the database gauges failed');
     }
-    const stats = (services.store.dialect as { poolStats?: () => PoolStats }).poolStats?.();
+    const stats: PoolStats | undefined = services.store.poolStats();
     if (stats) for (const state of ['total', 'idle', 'waiting'] as const) pool.set({ state }, stats[state]);
   };
 

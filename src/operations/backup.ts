@@ -35,7 +35,7 @@ export interface BackupResult {
 }
 
 export async function backupDatabase(services: Services, target: string, onProgress?: (p: BackupProgress) => void): Promise<BackupResult> {
-  if (services.store.dialect.name !== 'sqlite') {
+  if (services.store.kind !== 'sqlite') {
     throw new BackupUnsupportedError('posthorn backup copies a SQLite database; for PostgreSQL use pg_dump and pg_restore (docs/operations.md)');
   }
   const source = sqliteFileFrom(services.config.databaseUrl, services.config.data);

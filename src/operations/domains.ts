@@ -19,6 +19,7 @@ import {
 } from '../domain/dns-records.ts';
 import { ApiError } from '../domain/errors.ts';
 import { countDomains, deleteDomain as deleteDomainRow, findDomain, insertDomain, listDomains as listDomainRows, recordDomainCheck } from '../storage/domains.ts';
+import { isDuplicate } from '../storage/duplicates.ts';
 import type { Account, Domain } from '../storage/schema.ts';
 import type { Services } from '../services.ts';
 
@@ -73,24 +74,21 @@ export async function createDomain(services: Services, account: Account, input: 
     privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
   });
   const now = services.clock.now();
-  try {
-    const domain = await services.store.write((trx) =>
-      insertDomain(trx, {
-        accountId: account.id,
-        name,
-        selector: dkimSelectorFor(now),
-        sealedPrivateKey: services.secrets.seal(privateKey),
-        publicKeyPem: publicKey,
-        now,
-      }),
-    );
-    services.ports.forgetDkimKeys(account.id);
-    return viewOf(services, domain);
-  } catch (error) {
+  const domain = await services.store.write(async (trx) => {
+    const inserted = await insertDomain(trx, {
+      accountId: account.id,
+      name,
+      selector: dkimSelectorFor(now),
+      sealedPrivateKey: services.secrets.seal(privateKey),
+      publicKeyPem: publicKey,
+      now,
+    });
     // Two concurrent creations of one name: the unique constraint decides.
-    if (services.store.dialect.isUniqueViolation(error)) throw new ApiError('bad_request', `Domain ${name} already exists.`);
-    throw error;
-  }
+    if (isDuplicate(inserted)) throw new ApiError('bad_request', `Domain ${name} already exists.`);
+    return inserted;
+  });
+  services.ports.forgetDkimKeys(account.id);
+  return viewOf(services, domain);
 }
 
 export async function listDomains(services: Services, account: Account): Promise<DomainView[]> {

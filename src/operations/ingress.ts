@@ -32,8 +32,7 @@ function normaliseMailbox(m: Mailbox): Mailbox {
 /** Leases up to `limit` due mailboxes: one UPDATE ... RETURNING. */
 export async function claimDueMailboxes(services: Services, worker: string, leaseMs: number, limit: number): Promise<Mailbox[]> {
   const now = services.clock.now();
-  const skipLocked = services.store.dialect.skipLocked;
-  const rows = await services.store.write((trx) => claimDueMailboxRows(trx, { worker, now, leaseMs, limit, skipLocked }));
+  const rows = await services.store.write((trx) => claimDueMailboxRows(trx, { worker, now, leaseMs, limit }));
   return rows.map(normaliseMailbox);
 }
 

@@ -25,6 +25,7 @@ import {
   updateMailbox as updateMailboxRow,
   type MailboxPatch,
 } from '../storage/mailboxes.ts';
+import { isDuplicate } from '../storage/duplicates.ts';
 import type { Account, Mailbox } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
 import type { Services } from '../services.ts';
@@ -162,42 +163,40 @@ export async function createMailbox(services: Services, account: Account, input:
   await checkPostbackUrl(services, columns.postback_url);
   const postbackSecret = randomToken(POSTBACK_SECRET_CHARS);
   const now = services.clock.now();
-  try {
-    const mailbox = await services.store.write(async (trx) => {
-      if (await findMailboxByUid(trx, account.id, uid)) throw duplicateUid(uid);
-      if ((await countMailboxes(trx, account.id)) >= MAILBOX_LIMITS.mailboxesPerAccount) {
-        throw limitReached('account', MAILBOX_LIMITS.mailboxesPerAccount, 'mailboxes');
-      }
-      return insertMailbox(trx, {
-        account_id: account.id,
-        uid,
-        label: columns.label ?? null,
-        host: columns.host!,
-        port: columns.port!,
-        username: columns.username!,
-        password: columns.password!,
-        tls: columns.tls!,
-        postback_url: columns.postback_url!,
-        postback_secret: services.secrets.seal(postbackSecret),
-        status: 'active',
-        last_error: null,
-        failures: 0,
-        next_check_at: now,
-        checked_at: null,
-        locked_by: null,
-        locked_until: null,
-        uid_validity: null,
-        last_seen_uid: null,
-        created_at: now,
-        updated_at: now,
-      });
+  const mailbox = await services.store.write(async (trx) => {
+    if (await findMailboxByUid(trx, account.id, uid)) throw duplicateUid(uid);
+    if ((await countMailboxes(trx, account.id)) >= MAILBOX_LIMITS.mailboxesPerAccount) {
+      throw limitReached('account', MAILBOX_LIMITS.mailboxesPerAccount, 'mailboxes');
+    }
+    const inserted = await insertMailbox(trx, {
+      account_id: account.id,
+      uid,
+      label: columns.label ?? null,
+      host: columns.host!,
+      port: columns.port!,
+      username: columns.username!,
+      password: columns.password!,
+      tls: columns.tls!,
+      postback_url: columns.postback_url!,
+      postback_secret: services.secrets.seal(postbackSecret),
+      status: 'active',
+      last_error: null,
+      failures: 0,
+      next_check_at: now,
+      checked_at: null,
+      locked_by: null,
+      locked_until: null,
+      uid_validity: null,
+      last_seen_uid: null,
+      created_at: now,
+      updated_at: now,
     });
-    services.store.wake('mailboxes');
-    return { mailbox, postbackSecret };
-  } catch (error) {
-    if (services.store.dialect.isUniqueViolation(error)) throw duplicateUid(uid);
-    throw error;
-  }
+    // A concurrent create with the same uid loses at the unique constraint.
+    if (isDuplicate(inserted)) throw duplicateUid(uid);
+    return inserted;
+  });
+  services.store.wake('mailboxes');
+  return { mailbox, postbackSecret };
 }
 
 async function requireMailbox(db: Tx, account: Account, uid: string): Promise<Mailbox> {

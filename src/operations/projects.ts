@@ -7,6 +7,7 @@ import { generateApiKey, hashApiKey, keyPrefix } from '../domain/keys.ts';
 import { sampleTemplates } from '../domain/sample-templates.ts';
 import { activeKeyPrefix, activeProjectKeyPrefixes, insertApiKey, revokeProjectKeys } from '../storage/api-keys.ts';
 import { countProjects, findProjectByUid, insertProject, listProjects as listProjectRows, updateProject as updateProjectRow } from '../storage/projects.ts';
+import { isDuplicate } from '../storage/duplicates.ts';
 import type { Account, Project } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
 import { insertTemplate } from '../storage/templates.ts';
@@ -83,26 +84,22 @@ export async function createProject(services: Services, account: Account, input:
   const now = services.clock.now();
   const apiKey = generateApiKey();
   const uid = input.uid && input.uid !== '' ? input.uid : randomUUID();
-  try {
-    const project = await services.store.write(async (trx) => {
-      if (await findProjectByUid(trx, account.id, uid)) throw duplicateUid(uid);
-      if ((await countProjects(trx, account.id)) >= MAX_PROJECTS_PER_ACCOUNT) {
-        throw limitReached('account', MAX_PROJECTS_PER_ACCOUNT, 'projects');
-      }
-      // A new project starts with a default From on the mailer host, as its sample templates do,
-      // so a first send without a From works (docs/api/send-message.md, "From").
-      const settings = JSON.stringify({ default_from: `noreply@${services.config.mailerHost}` });
-      const project = await insertProject(trx, { accountId: account.id, uid, name: input.name, now, settings });
-      await insertApiKey(trx, { accountId: account.id, projectId: project.id, keyHash: hashApiKey(apiKey), keyPrefix: keyPrefix(apiKey), now });
-      for (const template of sampleTemplates(services.config.mailerHost)) await insertTemplate(trx, project.id, template, now);
-      return project;
-    });
-    return { project, apiKey };
-  } catch (error) {
+  const project = await services.store.write(async (trx) => {
+    if (await findProjectByUid(trx, account.id, uid)) throw duplicateUid(uid);
+    if ((await countProjects(trx, account.id)) >= MAX_PROJECTS_PER_ACCOUNT) {
+      throw limitReached('account', MAX_PROJECTS_PER_ACCOUNT, 'projects');
+    }
+    // A new project starts with a default From on the mailer host, as its sample templates do,
+    // so a first send without a From works (docs/api/send-message.md, "From").
+    const settings = JSON.stringify({ default_from: `noreply@${services.config.mailerHost}` });
+    const project = await insertProject(trx, { accountId: account.id, uid, name: input.name, now, settings });
     // A concurrent create with the same uid loses at the unique constraint.
-    if (services.store.dialect.isUniqueViolation(error)) throw duplicateUid(uid);
-    throw error;
-  }
+    if (isDuplicate(project)) throw duplicateUid(uid);
+    await insertApiKey(trx, { accountId: account.id, projectId: project.id, keyHash: hashApiKey(apiKey), keyPrefix: keyPrefix(apiKey), now });
+    for (const template of sampleTemplates(services.config.mailerHost)) await insertTemplate(trx, project.id, template, now);
+    return project;
+  });
+  return { project, apiKey };
 }
 
 export async function listProjects(services: Services, account: Account): Promise<ProjectView[]> {

@@ -10,6 +10,7 @@ import { ApiError, limitReached } from '../domain/errors.ts';
 import { checkHeaderValue } from '../domain/headers.ts';
 import { MAX_LAYOUT_CHAIN } from '../domain/templates.ts';
 import { findTemplateSyntaxError } from '../domain/variables.ts';
+import { isDuplicate } from '../storage/duplicates.ts';
 import type { Project, Template } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
 import {
@@ -161,25 +162,23 @@ export async function createTemplate(services: Services, target: TemplateTarget,
   const project = await resolveTemplateProject(services, target.caller, target.projectUid);
   const now = services.clock.now();
   const duplicate = () => new ApiError('bad_request', `Template ${slug} already exists.`);
-  try {
-    const template = await services.store.write(async (trx) => {
-      await checkParentChain(trx, project.id, slug, columns.parent_slug ?? null);
-      if (await findTemplate(trx, project.id, slug)) throw duplicate();
-      if ((await countTemplates(trx, project.id)) >= TEMPLATE_LIMITS.templatesPerProject) {
-        throw limitReached('project', TEMPLATE_LIMITS.templatesPerProject, 'templates');
-      }
-      return insertTemplate(
-        trx,
-        project.id,
-        { name: null, subject: null, from_address: null, text_body: null, html_body: null, css: null, parent_slug: null, ...columns, slug },
-        now,
-      );
-    });
-    return { project, template };
-  } catch (error) {
-    if (services.store.dialect.isUniqueViolation(error)) throw duplicate();
-    throw error;
-  }
+  const template = await services.store.write(async (trx) => {
+    await checkParentChain(trx, project.id, slug, columns.parent_slug ?? null);
+    if (await findTemplate(trx, project.id, slug)) throw duplicate();
+    if ((await countTemplates(trx, project.id)) >= TEMPLATE_LIMITS.templatesPerProject) {
+      throw limitReached('project', TEMPLATE_LIMITS.templatesPerProject, 'templates');
+    }
+    const inserted = await insertTemplate(
+      trx,
+      project.id,
+      { name: null, subject: null, from_address: null, text_body: null, html_body: null, css: null, parent_slug: null, ...columns, slug },
+      now,
+    );
+    // A concurrent create of the same slug loses at the unique constraint.
+    if (isDuplicate(inserted)) throw duplicate();
+    return inserted;
+  });
+  return { project, template };
 }
 
 async function requireTemplate(db: Tx, project: Project, slug: string): Promise<Template> {

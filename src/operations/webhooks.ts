@@ -10,6 +10,7 @@ import { ApiError, duplicateUid, limitReached } from '../domain/errors.ts';
 import { listOutbound, listOutboundAttempts, requeueFailedOutbound } from '../storage/outbound.ts';
 import type { OutboundAttempt, OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
 import { findProjectById, findProjectByUid } from '../storage/projects.ts';
+import { isDuplicate } from '../storage/duplicates.ts';
 import type { Account } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
 import { countWebhooks, deleteWebhook as deleteWebhookRow, findProjectUids, findWebhookByUid, insertWebhook, listWebhooks as listWebhookRows, updateWebhook as updateWebhookRow } from '../storage/webhooks.ts';
@@ -69,30 +70,28 @@ export async function createWebhook(services: Services, account: Account, input:
   const url = await checkOutboundUrl(services, input.url, WEBHOOK_URL);
   const secret = generateWebhookSecret();
   const now = services.clock.now();
-  try {
-    const webhook = await services.store.write(async (trx) => {
-      if (await findWebhookByUid(trx, account.id, uid)) throw duplicateUid(uid);
-      if ((await countWebhooks(trx, account.id)) >= WEBHOOK_LIMITS.webhooksPerAccount) {
-        throw limitReached('account', WEBHOOK_LIMITS.webhooksPerAccount, 'webhooks');
-      }
-      const projectId = input.projectUid === undefined ? null : await projectIdOf(trx, account, input.projectUid);
-      return insertWebhook(trx, {
-        account_id: account.id,
-        project_id: projectId,
-        uid,
-        url,
-        events: JSON.stringify(input.events ?? [...WEBHOOK_EVENTS]),
-        secret: services.secrets.seal(secret),
-        status: 'active',
-        created_at: now,
-        updated_at: now,
-      });
+  const webhook = await services.store.write(async (trx) => {
+    if (await findWebhookByUid(trx, account.id, uid)) throw duplicateUid(uid);
+    if ((await countWebhooks(trx, account.id)) >= WEBHOOK_LIMITS.webhooksPerAccount) {
+      throw limitReached('account', WEBHOOK_LIMITS.webhooksPerAccount, 'webhooks');
+    }
+    const projectId = input.projectUid === undefined ? null : await projectIdOf(trx, account, input.projectUid);
+    const inserted = await insertWebhook(trx, {
+      account_id: account.id,
+      project_id: projectId,
+      uid,
+      url,
+      events: JSON.stringify(input.events ?? [...WEBHOOK_EVENTS]),
+      secret: services.secrets.seal(secret),
+      status: 'active',
+      created_at: now,
+      updated_at: now,
     });
-    return { webhook, projectUid: input.projectUid ?? null, secret };
-  } catch (error) {
-    if (services.store.dialect.isUniqueViolation(error)) throw duplicateUid(uid);
-    throw error;
-  }
+    // A concurrent create with the same uid loses at the unique constraint.
+    if (isDuplicate(inserted)) throw duplicateUid(uid);
+    return inserted;
+  });
+  return { webhook, projectUid: input.projectUid ?? null, secret };
 }
 
 export async function listWebhooks(services: Services, account: Account): Promise<WebhookView[]> {

@@ -2,16 +2,18 @@
 // expiry, scoping) are operations/users.ts's.
 import type { DashboardSession, DashboardUser } from './dashboard-schema.ts';
 import type { Tx } from './store.ts';
+import { insertedOrDuplicate, type Duplicate } from './duplicates.ts';
 
+/** The new row, or `{ duplicate: true }` when its unique key is taken (storage/duplicates.ts). */
 export async function insertUser(
   db: Tx,
   row: { accountId: number; projectId: number | null; email: string; passwordHash: string; now: number },
-): Promise<DashboardUser> {
-  return db
+): Promise<DashboardUser | Duplicate> {
+  return insertedOrDuplicate(db
     .insertInto('dashboard_users')
     .values({ account_id: row.accountId, project_id: row.projectId, email: row.email, password_hash: row.passwordHash, created_at: row.now, updated_at: row.now })
     .returningAll()
-    .executeTakeFirstOrThrow();
+    .executeTakeFirstOrThrow());
 }
 
 export async function findUserByEmail(db: Tx, email: string): Promise<DashboardUser | undefined> {

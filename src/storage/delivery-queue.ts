@@ -26,8 +26,6 @@ export interface ClaimOptions {
   now: number;
   leaseMs: number;
   limit: number;
-  /** ignored: storage decides on FOR UPDATE SKIP LOCKED itself (dialect.ts skippingLocked) */
-  skipLocked?: boolean;
 }
 
 export async function claimDueTransmissions(trx: Tx, opts: ClaimOptions): Promise<ClaimedTransmission[]> {

@@ -13,15 +13,12 @@ export interface StoreDialect {
    * unit on its own pooled connection and groups fsyncs itself.
    */
   readonly groupCommit: boolean;
-  /** Claims may add FOR UPDATE SKIP LOCKED (PostgreSQL); SQLite's single writer makes it moot. */
-  readonly skipLocked: boolean;
   /** Adds the auto-increment integer primary key column `id`. */
   addIdColumn<T extends string>(table: CreateTableBuilder<T, never>): CreateTableBuilder<T, 'id'>;
   /** Column type of epoch-ms timestamps and other large integers. */
   readonly bigintType: 'integer' | 'bigint';
   /** Column type of large text (payloads, PEM keys). */
   readonly textType: 'text';
-  isUniqueViolation(error: unknown): boolean;
   /**
    * Where COMMIT returns before the disk has the transaction (SQLite in WAL mode with
    * synchronous=NORMAL), makes everything committed so far durable without blocking the event loop

@@ -1,13 +1,15 @@
 // Sending domains of an account: name, DKIM selector and keys (the private key sealed with the
 // service's SecretBox), and the last DNS check.
 import type { Tx } from './store.ts';
+import { insertedOrDuplicate, type Duplicate } from './duplicates.ts';
 import type { Domain } from './schema.ts';
 
+/** The new row, or `{ duplicate: true }` when its unique key is taken (storage/duplicates.ts). */
 export async function insertDomain(
   db: Tx,
   row: { accountId: number; name: string; selector: string; sealedPrivateKey: string; publicKeyPem: string; now: number },
-): Promise<Domain> {
-  return db
+): Promise<Domain | Duplicate> {
+  return insertedOrDuplicate(db
     .insertInto('domains')
     .values({
       account_id: row.accountId,
@@ -20,7 +22,7 @@ export async function insertDomain(
       created_at: row.now,
     })
     .returningAll()
-    .executeTakeFirstOrThrow();
+    .executeTakeFirstOrThrow());
 }
 
 export async function findDomain(db: Tx, accountId: number, name: string): Promise<Domain | undefined> {

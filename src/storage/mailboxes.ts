@@ -5,13 +5,15 @@
 import type { Insertable, Updateable } from 'kysely';
 import { skippingLocked } from './dialect.ts';
 import type { Tx } from './store.ts';
+import { insertedOrDuplicate, type Duplicate } from './duplicates.ts';
 import type { Mailbox, MailboxesTable } from './schema.ts';
 
 export type NewMailbox = Omit<Insertable<MailboxesTable>, 'id'>;
 export type MailboxPatch = Omit<Updateable<MailboxesTable>, 'id' | 'account_id' | 'created_at'> & { updated_at: number };
 
-export async function insertMailbox(db: Tx, row: NewMailbox): Promise<Mailbox> {
-  return db.insertInto('mailboxes').values(row).returningAll().executeTakeFirstOrThrow();
+/** The new row, or `{ duplicate: true }` when its unique key is taken (storage/duplicates.ts). */
+export async function insertMailbox(db: Tx, row: NewMailbox): Promise<Mailbox | Duplicate> {
+  return insertedOrDuplicate(db.insertInto('mailboxes').values(row).returningAll().executeTakeFirstOrThrow());
 }
 
 export async function findMailboxByUid(db: Tx, accountId: number, uid: string): Promise<Mailbox | undefined> {
@@ -61,7 +63,7 @@ export type LeasedMailboxPatch = Pick<
 /** Leases up to `limit` due mailboxes (oldest next_check_at first): one UPDATE ... RETURNING. */
 export async function claimDueMailboxRows(
   db: Tx,
-  opts: { worker: string; now: number; leaseMs: number; limit: number; skipLocked?: boolean },
+  opts: { worker: string; now: number; leaseMs: number; limit: number },
 ): Promise<Mailbox[]> {
   const { worker, now, leaseMs, limit } = opts;
   // Picked once (MATERIALIZED): see claimDueOutbound in storage/outbound.ts for why.

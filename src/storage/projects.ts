@@ -1,12 +1,14 @@
 import type { Tx } from './store.ts';
+import { insertedOrDuplicate, type Duplicate } from './duplicates.ts';
 import type { Project } from './schema.ts';
 
-export async function insertProject(db: Tx, row: { accountId: number; uid: string; name: string; now: number; settings?: string }): Promise<Project> {
-  return db
+/** The new row, or `{ duplicate: true }` when its unique key is taken (storage/duplicates.ts). */
+export async function insertProject(db: Tx, row: { accountId: number; uid: string; name: string; now: number; settings?: string }): Promise<Project | Duplicate> {
+  return insertedOrDuplicate(db
     .insertInto('projects')
     .values({ account_id: row.accountId, uid: row.uid, name: row.name, status: 'active', settings: row.settings ?? '{}', created_at: row.now, updated_at: row.now })
     .returningAll()
-    .executeTakeFirstOrThrow();
+    .executeTakeFirstOrThrow());
 }
 
 export async function findProjectByUid(db: Tx, accountId: number, uid: string): Promise<Project | undefined> {

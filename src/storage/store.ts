@@ -10,6 +10,7 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import { StoreUnavailableError } from '../domain/errors.ts';
 import type { StoreDialect } from './dialect.ts';
+import { migrateToLatest } from './migrate.ts';
 import type { Database } from './schema.ts';
 import { openSqlite, sqliteFileFrom } from './dialects/sqlite.ts';
 
@@ -34,9 +35,28 @@ export class Store {
   private readonly inflight = new Set<Promise<unknown>>();
   private closed = false;
 
+  /**
+   * The dialect stays inside storage/ (docs/decisions/0001-storage.md): code outside it asks the
+   * store (kind, migrate, poolStats) and never reads a capability (test/architecture.test.ts).
+   */
   constructor(readonly dialect: StoreDialect) {
     this.db = dialect.db;
     this.wakes.setMaxListeners(0);
+  }
+
+  /** Which database this is: for what only one of them can do (a SQLite file backup). */
+  get kind(): StoreDialect['name'] {
+    return this.dialect.name;
+  }
+
+  /** Applies pending migrations (storage/migrate.ts); returns the names applied. */
+  migrate(): Promise<string[]> {
+    return migrateToLatest(this.dialect);
+  }
+
+  /** The connection pool's counts, where the dialect has a pool that reports them. */
+  poolStats(): { total: number; idle: number; waiting: number } | undefined {
+    return (this.dialect as { poolStats?: () => { total: number; idle: number; waiting: number } }).poolStats?.();
   }
 
   write<T>(fn: (trx: Tx) => Promise<T>): Promise<T> {

@@ -1,15 +1,17 @@
 import type { Tx } from './store.ts';
+import { insertedOrDuplicate, type Duplicate } from './duplicates.ts';
 import type { Template, TemplatesTable } from './schema.ts';
 import type { Insertable } from 'kysely';
 
 export type TemplateFields = Omit<Insertable<TemplatesTable>, 'id' | 'project_id' | 'created_at' | 'updated_at'>;
 
-export async function insertTemplate(db: Tx, projectId: number, fields: TemplateFields, now: number): Promise<Template> {
-  return db
+/** The new row, or `{ duplicate: true }` when its unique key is taken (storage/duplicates.ts). */
+export async function insertTemplate(db: Tx, projectId: number, fields: TemplateFields, now: number): Promise<Template | Duplicate> {
+  return insertedOrDuplicate(db
     .insertInto('templates')
     .values({ ...fields, project_id: projectId, created_at: now, updated_at: now })
     .returningAll()
-    .executeTakeFirstOrThrow();
+    .executeTakeFirstOrThrow());
 }
 
 export async function findTemplate(db: Tx, projectId: number, slug: string): Promise<Template | undefined> {

@@ -3,9 +3,11 @@ import type { Insertable, Updateable } from 'kysely';
 import type { Webhook, WebhooksTable } from './outbound-schema.ts';
 import { skippingLocked } from './dialect.ts';
 import type { Tx } from './store.ts';
+import { insertedOrDuplicate, type Duplicate } from './duplicates.ts';
 
-export async function insertWebhook(db: Tx, row: Omit<Insertable<WebhooksTable>, 'id'>): Promise<Webhook> {
-  return db.insertInto('webhooks').values(row).returningAll().executeTakeFirstOrThrow();
+/** The new row, or `{ duplicate: true }` when its unique key is taken (storage/duplicates.ts). */
+export async function insertWebhook(db: Tx, row: Omit<Insertable<WebhooksTable>, 'id'>): Promise<Webhook | Duplicate> {
+  return insertedOrDuplicate(db.insertInto('webhooks').values(row).returningAll().executeTakeFirstOrThrow());
 }
 
 export async function findWebhookByUid(db: Tx, accountId: number, uid: string): Promise<Webhook | undefined> {
@@ -61,7 +63,7 @@ export interface ClaimedEvent {
  * Stamps up to `limit` not-yet-dispatched events (oldest first) and returns them: one statement, so
  * with the outbound inserts in the same transaction an event is fanned out exactly once.
  */
-export async function claimUndispatchedEvents(db: Tx, opts: { now: number; limit: number; skipLocked?: boolean }): Promise<ClaimedEvent[]> {
+export async function claimUndispatchedEvents(db: Tx, opts: { now: number; limit: number }): Promise<ClaimedEvent[]> {
   // Picked once (MATERIALIZED): see claimDueOutbound in storage/outbound.ts for why.
   const rows = await db
     .with(

@@ -4,6 +4,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
+import { isUniqueViolationError, skippingLocked } from '../../src/storage/dialect.ts';
+import { insertedOrDuplicate, isDuplicate } from '../../src/storage/duplicates.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import type { Tx } from '../../src/storage/store.ts';
 import { openTestStore, testDatabase, type TestStore } from '../helpers/databases.ts';
@@ -33,15 +35,17 @@ describe(`store on ${testDatabase()}`, () => {
   it('declares the capabilities of its database', () => {
     const d = t.store.dialect;
     assert.equal(d.name, testDatabase());
+    assert.equal(t.store.kind, d.name);
+    // Claims skip locked rows where the database has row locks (storage decides: dialect.ts).
+    const claimSql = skippingLocked(t.store.db.selectFrom('accounts').select('id'), t.store.db).compile().sql;
+    assert.equal(/for update skip locked/i.test(claimSql), d.name === 'postgres', claimSql);
     if (d.name === 'postgres') {
       assert.equal(d.groupCommit, false);
-      assert.equal(d.skipLocked, true);
       assert.equal(d.bigintType, 'bigint');
       assert.equal(typeof d.notify, 'function');
       assert.equal(typeof d.listen, 'function');
     } else {
       assert.equal(d.groupCommit, true);
-      assert.equal(d.skipLocked, false);
     }
   });
 
@@ -80,7 +84,7 @@ describe(`store on ${testDatabase()}`, () => {
     assert.deepEqual(await accountUids(t, 'grp-'), ['grp-a', 'grp-c']);
   });
 
-  it('a unique violation is recognised by isUniqueViolation, rolls back its unit and leaves the others', async () => {
+  it('a unique violation is recognised inside storage (isUniqueViolationError), rolls back its unit and leaves the others', async () => {
     await t.store.write((trx) => insertAccount(trx, 'uniq-1'));
     const results = await Promise.allSettled([
       t.store.write((trx) => insertAccount(trx, 'uniq-2')),
@@ -92,10 +96,20 @@ describe(`store on ${testDatabase()}`, () => {
     assert.equal(results[0].status, 'fulfilled');
     assert.equal(results[1].status, 'rejected');
     const error = (results[1] as PromiseRejectedResult).reason;
-    assert.equal(t.store.dialect.isUniqueViolation(error), true, String(error));
-    assert.equal(t.store.dialect.isUniqueViolation(new Error('other')), false);
-    assert.equal(t.store.dialect.isUniqueViolation(null), false);
+    assert.equal(isUniqueViolationError(error), true, String(error));
+    assert.equal(isUniqueViolationError(new Error('other')), false);
+    assert.equal(isUniqueViolationError(null), false);
     assert.deepEqual(await accountUids(t, 'uniq-'), ['uniq-1', 'uniq-2']);
+  });
+
+  it('an insert that hits a unique key returns { duplicate: true } (storage/duplicates.ts); other errors still throw', async () => {
+    await t.store.write((trx) => insertAccount(trx, 'dup-1'));
+    const again = await t.store.write(async (trx) => insertedOrDuplicate(insertAccount(trx, 'dup-1')));
+    assert.equal(isDuplicate(again), true);
+    const fresh = await t.store.write(async (trx) => insertedOrDuplicate(insertAccount(trx, 'dup-2')));
+    assert.equal(isDuplicate(fresh), false);
+    await assert.rejects(t.store.write(async (trx) => insertedOrDuplicate(sql`select * from no_such_table`.execute(trx))));
+    assert.deepEqual(await accountUids(t, 'dup-'), ['dup-1', 'dup-2']);
   });
 
   it('many concurrent writes all commit, none lost (grouped on SQLite, pooled on PostgreSQL)', async () => {

@@ -111,11 +111,9 @@ export async function openPostgres(url: string, opts: PostgresOptions): Promise<
     name: 'postgres',
     db,
     groupCommit: false,
-    skipLocked: true,
     bigintType: 'bigint',
     textType: 'text',
     addIdColumn: (table) => table.addColumn('id', 'bigint', (c) => c.primaryKey().generatedByDefaultAsIdentity()),
-    isUniqueViolation: (error) => typeof error === 'object' && error !== null && (error as { code?: unknown }).code === '23505',
     notify: (channel) => notifier.notify(channel),
     listen: (channel, onNotify) => listener.listen(channel, onNotify),
     async close() {

@@ -55,12 +55,9 @@ export function openSqlite(file: string): StoreDialect {
     name: 'sqlite',
     db,
     groupCommit: true,
-    skipLocked: false,
     bigintType: 'integer',
     textType: 'text',
     addIdColumn: (table) => table.addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement()),
-    isUniqueViolation: (error) =>
-      typeof error === 'object' && error !== null && String((error as { code?: unknown }).code).startsWith('SQLITE_CONSTRAINT_UNIQUE'),
     ...(wal ? { syncCommitted } : {}),
     close: async () => {
       await db.destroy();
