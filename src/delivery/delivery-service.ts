@@ -43,7 +43,7 @@ import { sandboxReply } from './sandbox.ts';
 import { SmtpClient } from './smtp-client.ts';
 import { OutageWatch } from '../workers/outage.ts';
 import { returnPathFor, verpTagKey } from '../domain/verp.ts';
-import { recordDeliveryAttempt } from '../observability/attempts.ts';
+import { observeSmtpConnections, recordDeliveryAttempt } from '../observability/attempts.ts';
 
 /** The result of one delivery attempt, as a value. */
 export interface DeliveryOutcome {
@@ -97,6 +97,8 @@ export class DeliveryService implements BackgroundService {
   private readonly contexts: MessageContexts;
   private readonly router: Router;
   private readonly smtp: SmtpClient;
+  /** removes this client's connections from posthorn_smtp_connections_open */
+  private readonly unobserveSmtp: () => void;
   /** every claimed transmission until its outcome is recorded (what stop() waits for) */
   private readonly inFlight = new Map<number, Promise<void>>();
   /**
@@ -143,6 +145,7 @@ export class DeliveryService implements BackgroundService {
       socketTimeoutMs: config.socketTimeoutMs,
       log,
     });
+    this.unobserveSmtp = observeSmtpConnections(services, () => this.smtp.openConnections());
   }
 
   async start(): Promise<void> {
@@ -185,6 +188,7 @@ export class DeliveryService implements BackgroundService {
       this.services.store.wake('events');
     }
     this.smtp.close();
+    this.unobserveSmtp();
   }
 
   /** New work may be due: claim if there are free slots. */
@@ -426,6 +430,7 @@ export class DeliveryService implements BackgroundService {
       attempt: t.attempts + 1,
       acceptedAt: t.created_at,
       status: state.status,
+      tls: outcome.tls ?? null,
     });
     if (!recorded) {
       services.log.warn({ transmission: t.id, outcome: outcome.kind }, 'lease lost before the outcome was recorded; the new holder owns the transmission');

@@ -88,6 +88,8 @@ export class SmtpClient {
   private readonly total: Semaphore;
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
+  /** SMTP connections open now, every destination together (posthorn_smtp_connections_open) */
+  private open = 0;
 
   constructor(private readonly opts: SmtpClientOptions) {
     installSmtpPipelining();
@@ -182,7 +184,7 @@ export class SmtpClient {
       disableFileAccess: true,
       disableUrlAccess: true,
       // Nagle's algorithm off (see connectWithoutNagle): ~45 ms per message otherwise.
-      getSocket: connectWithoutNagle,
+      getSocket: (options: ConnectOptions, callback: ConnectCallback) => connectWithoutNagle(options, callback, (socket) => this.countOpen(socket)),
       logger: false,
       debug: false,
     } as nodemailer.TransportOptions);
@@ -202,6 +204,15 @@ export class SmtpClient {
     for (const [key, until] of this.tlsBroken) if (until <= now) this.tlsBroken.delete(key);
   }
 
+  openConnections(): number {
+    return this.open;
+  }
+
+  private countOpen(socket: net.Socket): void {
+    this.open++;
+    socket.once('close', () => this.open--);
+  }
+
   /** Closes every pool (connections finishing a message close after it). */
   close(): void {
     this.closed = true;
@@ -219,16 +230,18 @@ export class SmtpClient {
  * about 45 ms per message per connection, 10 connections topping out near 210 msg/s
  * (bench/, docs/decisions/0003-performance.md).
  */
-export function connectWithoutNagle(
-  options: { host?: string; port: number; connectionTimeout?: number },
-  callback: (error: Error | null, socketOptions?: { connection: net.Socket }) => void,
-): void {
+type ConnectOptions = { host?: string; port: number; connectionTimeout?: number };
+type ConnectCallback = (error: Error | null, socketOptions?: { connection: net.Socket }) => void;
+
+/** `onConnected`: told of every socket that connected (the open-connection count). */
+export function connectWithoutNagle(options: ConnectOptions, callback: ConnectCallback, onConnected?: (socket: net.Socket) => void): void {
   const socket = net.connect({ host: options.host, port: options.port }).setNoDelay(true);
   const timer = setTimeout(() => socket.destroy(new Error('Connection timeout')), options.connectionTimeout ?? 120_000);
   socket.once('connect', () => {
     clearTimeout(timer);
     socket.removeAllListeners('error');
     socket.setKeepAlive(true);
+    onConnected?.(socket);
     callback(null, { connection: socket });
   });
   socket.once('error', (error) => {

@@ -18,7 +18,7 @@ describe('attempt metrics and log lines from real traffic', () => {
   });
 
   it('counts delivery outcomes and webhook attempts, one log line each', async () => {
-    const peer = await startSmtpPeer({ rcpt: (address) => (address.startsWith('nobody@') ? reply(550, '5.1.1 No such user') : null) });
+    const peer = await startSmtpPeer({ starttls: false, rcpt: (address) => (address.startsWith('nobody@') ? reply(550, '5.1.1 No such user') : null) });
     cleanup.push(() => peer.close());
     const sink = await startHttpSink();
     cleanup.push(() => sink.close());
@@ -41,6 +41,10 @@ describe('attempt metrics and log lines from real traffic', () => {
     assert.equal(sampleValue(samples, 'posthorn_delivery_attempts_total', { outcome: 'failed', code_class: '5xx', domain_group: 'other' }), 1);
     assert.equal(sampleValue(samples, 'posthorn_delivery_latency_seconds_count'), 1);
     assert.equal(sampleValue(samples, 'posthorn_outbound_attempts_total', { kind: 'webhook', outcome: 'delivered', status_class: '2xx' }), 1);
+    // Both attempts reached the peer over plain text (it offers no STARTTLS here), and the pooled
+    // connection stays open, idle, after its messages.
+    assert.equal(sampleValue(samples, 'posthorn_smtp_sessions_total', { tls: 'false' }), 2);
+    assert.ok(sampleValue(samples, 'posthorn_smtp_connections_open') >= 1, 'the idle pooled connection is counted');
 
     const deliveries = lines.filter((l) => l.event === 'delivery_attempt');
     assert.equal(deliveries.length, 2);
