@@ -86,8 +86,8 @@ export interface Config {
   httpRequestTimeoutMs: number;
   httpKeepAliveTimeoutMs: number;
   maxConnectionsPerIp: number;
-  smtpIdleTimeoutMs: number;
-  smtpSessionTimeoutMs: number;
+  bounceIdleTimeoutMs: number;
+  bounceSessionTimeoutMs: number;
   // webhooks / ingress / tracking
   allowPrivateWebhooks: boolean;
   webhookTimeoutMs: number;
@@ -157,8 +157,8 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'httpRequestTimeoutMs', flag: 'http-request-timeout-ms', env: 'POSTHORN_HTTP_REQUEST_TIMEOUT_MS', kind: 'int', doc: 'An HTTP client must send a whole request body within this time of its headers or is disconnected (default 60000); the time an answer takes is not limited.' },
   { key: 'httpKeepAliveTimeoutMs', flag: 'http-keep-alive-timeout-ms', env: 'POSTHORN_HTTP_KEEP_ALIVE_TIMEOUT_MS', kind: 'int', doc: 'An idle kept-alive HTTP connection is closed after this time (default 65000, longer than the 60 s idle timeout of common load balancers).' },
   { key: 'maxConnectionsPerIp', flag: 'max-connections-per-ip', env: 'POSTHORN_MAX_CONNECTIONS_PER_IP', kind: 'int', doc: 'Open connections one client address may hold on each listener (HTTP, bounce SMTP); more are refused. 0: no limit. Raise it behind a proxy that connects from one address (default 256).' },
-  { key: 'smtpIdleTimeoutMs', flag: 'smtp-idle-timeout-ms', env: 'POSTHORN_SMTP_IDLE_TIMEOUT_MS', kind: 'int', doc: 'The bounce listener closes a session that sends nothing for this long (default 60000).' },
-  { key: 'smtpSessionTimeoutMs', flag: 'smtp-session-timeout-ms', env: 'POSTHORN_SMTP_SESSION_TIMEOUT_MS', kind: 'int', doc: 'The bounce listener closes a session open this long, busy or not (default 600000 = 10 min).' },
+  { key: 'bounceIdleTimeoutMs', flag: 'bounce-idle-timeout-ms', env: 'POSTHORN_BOUNCE_IDLE_TIMEOUT_MS', kind: 'int', doc: 'The bounce listener closes a session that sends nothing for this long (default 60000).' },
+  { key: 'bounceSessionTimeoutMs', flag: 'bounce-session-timeout-ms', env: 'POSTHORN_BOUNCE_SESSION_TIMEOUT_MS', kind: 'int', doc: 'The bounce listener closes a session open this long, busy or not (default 600000 = 10 min).' },
   // The key keeps its first name; the option covers every outbound address (services.ts OutboundAddressPolicy).
   { key: 'allowPrivateWebhooks', flag: 'allow-private-addresses', env: 'POSTHORN_ALLOW_PRIVATE_ADDRESSES', kind: 'bool', doc: 'Allow webhook and postback URLs and mailbox IMAP hosts that resolve to private, loopback or link-local addresses (default false). Formerly --allow-private-webhooks (POSTHORN_ALLOW_PRIVATE_WEBHOOKS), still accepted.' },
   { key: 'webhookTimeoutMs', flag: 'webhook-timeout-ms', env: 'POSTHORN_WEBHOOK_TIMEOUT_MS', kind: 'int', doc: 'Timeout of one webhook or postback request (default 10000).', min: 1 },
@@ -276,8 +276,8 @@ const DEFAULTS = {
   httpRequestTimeoutMs: 60_000,
   httpKeepAliveTimeoutMs: 65_000,
   maxConnectionsPerIp: 256,
-  smtpIdleTimeoutMs: 60_000,
-  smtpSessionTimeoutMs: 600_000,
+  bounceIdleTimeoutMs: 60_000,
+  bounceSessionTimeoutMs: 600_000,
   allowPrivateWebhooks: false,
   webhookTimeoutMs: 10_000,
   webhookRetrySchedule: '5s,5m,30m,2h,5h,10h,10h',

@@ -45,7 +45,7 @@ export interface SmtpListenerLimits {
   closeTimeoutMs?: number;
 }
 
-type LimitConfig = Pick<Config, 'httpHeadersTimeoutMs' | 'httpRequestTimeoutMs' | 'httpKeepAliveTimeoutMs' | 'maxConnectionsPerIp' | 'smtpIdleTimeoutMs' | 'smtpSessionTimeoutMs'>;
+type LimitConfig = Pick<Config, 'httpHeadersTimeoutMs' | 'httpRequestTimeoutMs' | 'httpKeepAliveTimeoutMs' | 'maxConnectionsPerIp' | 'bounceIdleTimeoutMs' | 'bounceSessionTimeoutMs'>;
 
 /** The HTTP limits the configuration sets (--http-*-timeout-ms, --max-connections-per-ip). */
 export function httpLimitsFrom(config: LimitConfig): HttpListenerLimits {
@@ -59,7 +59,7 @@ export function httpLimitsFrom(config: LimitConfig): HttpListenerLimits {
 
 /** The SMTP limits the configuration sets (--smtp-*-timeout-ms, --max-connections-per-ip). */
 export function smtpLimitsFrom(config: LimitConfig, maxClients: number): SmtpListenerLimits {
-  return { idleTimeoutMs: config.smtpIdleTimeoutMs, sessionTimeoutMs: config.smtpSessionTimeoutMs, maxClients, maxConnectionsPerIp: config.maxConnectionsPerIp };
+  return { idleTimeoutMs: config.bounceIdleTimeoutMs, sessionTimeoutMs: config.bounceSessionTimeoutMs, maxClients, maxConnectionsPerIp: config.maxConnectionsPerIp };
 }
 
 /** Open connections per remote address, with the release of one. */

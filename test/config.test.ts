@@ -88,7 +88,7 @@ describe('configuration', () => {
   it('listener limits have bounded defaults and take whole numbers', () => {
     const c = config([]);
     assert.deepEqual(
-      [c.httpHeadersTimeoutMs, c.httpRequestTimeoutMs, c.httpKeepAliveTimeoutMs, c.maxConnectionsPerIp, c.smtpIdleTimeoutMs, c.smtpSessionTimeoutMs],
+      [c.httpHeadersTimeoutMs, c.httpRequestTimeoutMs, c.httpKeepAliveTimeoutMs, c.maxConnectionsPerIp, c.bounceIdleTimeoutMs, c.bounceSessionTimeoutMs],
       [10_000, 60_000, 65_000, 256, 60_000, 600_000],
     );
     assert.equal(config(['--max-connections-per-ip', '0']).maxConnectionsPerIp, 0);

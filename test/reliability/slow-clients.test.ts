@@ -163,7 +163,7 @@ describe('slow and idle clients', () => {
     let listener: BounceListener;
     let port: number;
     before(async () => {
-      t = await startTestApp({ background: false, config: { smtpIdleTimeoutMs: 1000, smtpSessionTimeoutMs: 2500, maxConnectionsPerIp: 3 } });
+      t = await startTestApp({ background: false, config: { bounceIdleTimeoutMs: 1000, bounceSessionTimeoutMs: 2500, maxConnectionsPerIp: 3 } });
       listener = new BounceListener(t.app.services, 0, '127.0.0.1');
       await listener.start();
       port = listener.address().port;
