@@ -78,7 +78,10 @@ export async function sendMessage(services: Services, caller: ProjectCaller, req
     await insertTransmissions(trx, rows);
     // Copies completed here (null.postageapp.com, deliver: false) get the event a delivery would
     // write, in this transaction (docs/sandbox.md). Not on the common path: only then is it read back.
-    if (completedNow) await recordAcceptanceEvents(trx, caller, { id: messageId, uid, uniqueId: uniqueIdFor(uid, services.config.mailerHost) }, request, accepted, now);
+    if (completedNow) {
+      const message = { id: messageId, uid, uniqueId: uniqueIdFor(uid, services.config.mailerHost) };
+      await recordAcceptanceEvents(trx, caller, message, { variables: request.variables, recipientOverride: accepted.recipientOverride }, now);
+    }
     return messageId;
   });
   if (completedNow) services.store.wake('events');
@@ -143,17 +146,19 @@ function transmissionRows(accepted: AcceptedMessage, projectId: number, deliver:
   });
 }
 
-/** The `delivered` event of every copy completed at acceptance, as the delivery path writes it. */
-async function recordAcceptanceEvents(
+/**
+ * The `delivered` event of every copy completed at acceptance (null.postageapp.com, deliver:
+ * false), as the delivery path writes it: for send_message and SMTP submission alike.
+ */
+export async function recordAcceptanceEvents(
   trx: Tx,
   caller: ProjectCaller,
   message: { id: number; uid: string; uniqueId: string },
-  request: SendRequest,
-  accepted: AcceptedMessage,
+  sent: { variables: MessagePayload['variables']; recipientOverride: string | null },
   now: number,
 ): Promise<void> {
   for (const row of await listCompletedTransmissions(trx, message.id)) {
-    const sent = row.result_code !== RESULT_NOT_SENT.code;
+    const delivered = row.result_code !== RESULT_NOT_SENT.code;
     const payload = buildEventPayload(
       {
         transmissionId: row.id,
@@ -162,14 +167,14 @@ async function recordAcceptanceEvents(
         uniqueId: message.uniqueId,
         projectUid: caller.project.uid,
         recipient: row.recipient,
-        globalVariables: request.variables,
+        globalVariables: sent.variables,
         recipientVariables: row.variables,
       },
       {
         kind: 'delivered',
-        deliveredTo: accepted.recipientOverride ?? row.recipient,
+        deliveredTo: sent.recipientOverride ?? row.recipient,
         status: 'completed',
-        outcome: sent ? 'sent' : 'not_sent',
+        outcome: delivered ? 'sent' : 'not_sent',
         resultCode: row.result_code,
         resultMessage: row.result_message,
         host: null,

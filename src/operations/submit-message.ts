@@ -19,7 +19,7 @@ import { insertMessage } from '../storage/messages.ts';
 import { insertTransmissions, type AcceptedTransmission } from '../storage/transmissions.ts';
 import type { ProjectCaller } from './context.ts';
 import type { Services } from '../services.ts';
-import { messageUrl, RESULT_NULL_SINK, type SentMessage } from './send-message.ts';
+import { messageUrl, recordAcceptanceEvents, RESULT_NULL_SINK, type SentMessage } from './send-message.ts';
 import { recordMessageAccepted } from '../observability/attempts.ts';
 
 /** Headers that name the message's uid (docs/smtp-submission.md); removed before delivery. */
@@ -143,6 +143,7 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
       result_message: nullSink ? RESULT_NULL_SINK.message : null,
     };
   });
+  const completedNow = rows.some((row) => row.status === 'completed');
   const id = await services.store.write(async (trx) => {
     const inserted = await insertMessage(trx, {
       project_id: caller.project.id,
@@ -160,8 +161,13 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
     const messageRowId = inserted.id;
     for (const row of rows) row.message_id = messageRowId;
     await insertTransmissions(trx, rows);
+    if (completedNow) {
+      const message = { id: messageRowId, uid, uniqueId: uniqueIdFor(uid, services.config.mailerHost) };
+      await recordAcceptanceEvents(trx, caller, message, { variables: {}, recipientOverride: null }, now);
+    }
     return messageRowId;
   });
+  if (completedNow) services.store.wake('events');
   if (rows.some((row) => row.status === 'queued')) services.store.wake('transmissions');
   recordMessageAccepted(services, rows.length);
   return { id, url: messageUrl(services, id), uid };

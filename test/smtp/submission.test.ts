@@ -173,6 +173,21 @@ describe('SMTP submission with Nodemailer', () => {
     assert.ok(JSON.stringify(history.body.data).includes('report-uid'));
   });
 
+  it('completes a copy to null.postageapp.com at once, with the delivered event an API send writes', async () => {
+    const raw = mimeMessage({ From: 'a@example.test', To: 'sink@null.postageapp.com', Subject: 'null sink', 'X-Posthorn-Uid': 'null-sink-uid' }, 'x\r\n');
+    const t = transport();
+    await t.sendMail({ envelope: { from: 'a@example.test', to: ['sink@null.postageapp.com'] }, raw });
+    t.close();
+    // The 250 came after the commit, which held the transmission and its event together.
+    const r = await h.t.call('get_message_transmissions', { api_key: h.seed.projectKey, uid: 'null-sink-uid' });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.data.transmissions['sink@null.postageapp.com'].status, 'completed');
+    const events = await h.t.app.services.store.db.selectFrom('events').select(['type', 'payload']).where('project_id', '=', h.seed.projectId).execute();
+    const event = events.find((e) => e.type === 'delivered' && e.payload.includes('null-sink-uid'));
+    assert.ok(event, JSON.stringify(events.map((e) => e.type)));
+    assert.match(event.payload, /sink@null\.postageapp\.com/);
+  });
+
   it('refuses a duplicate uid with a 5xx that says so', async () => {
     const raw = mimeMessage({ From: 'a@example.test', To: 'b@example.test', Subject: 'dup', 'X-PostageApp-Uid': 'dup-uid' }, 'x\r\n');
     const t = transport();
