@@ -13,7 +13,7 @@ import {
   listAttemptsOf,
   listMessageTransmissions,
   listOutboundOfEvents,
-  listProjectEventsInWindows,
+  listMessageEvents,
   searchMessagesPage,
   tallyMessageStatuses,
   type Attempt,
@@ -31,8 +31,8 @@ export const MESSAGE_PAGE_SIZE = 50;
 export const MESSAGE_SCAN_LIMIT = 5000;
 /** Copies of one message shown with their timelines (a message may have up to thousands). */
 export const MAX_TIMELINE_RECIPIENTS = 200;
-/** A delivery event is written when its attempt ends: it lies within this of the attempt's start + duration. */
-const EVENT_SLACK_MS = 60_000;
+/** Events of one message read for its webhook deliveries (a few per copy: delivered, opened, clicked, bounced). */
+const MAX_MESSAGE_EVENTS = 2000;
 
 export interface MessageFilters {
   recipient?: string;
@@ -245,12 +245,10 @@ export async function getMessageView(services: Services, message: Message, proje
     findSuppressions(db, project.id, [...new Set(shown.map((t) => t.recipient.toLowerCase()))]),
   ]);
   const suppressionOf = new Map(suppressions.map((s) => [s.address.toLowerCase(), s]));
-  const windows: Array<[number, number]> = [];
   const recipients = shown.map((t) => {
     const entries: TimelineEntry[] = [{ at: Number(t.created_at), kind: 'accepted' }];
     for (const a of attempts.filter((x) => Number(x.transmission_id) === Number(t.id))) {
       entries.push({ at: Number(a.started_at), kind: 'attempt', attempt: a });
-      windows.push([Number(a.started_at), Number(a.started_at) + Number(a.duration_ms) + EVENT_SLACK_MS]);
     }
     if (t.opened_at !== null) entries.push({ at: Number(t.opened_at), kind: 'opened' });
     if (t.clicked_at !== null) entries.push({ at: Number(t.clicked_at), kind: 'clicked' });
@@ -259,17 +257,10 @@ export async function getMessageView(services: Services, message: Message, proje
       const bounced = /bounce/i.test(t.result_code ?? '') || /bounce/i.test(t.result_message ?? '');
       entries.push({ at: Number(t.failed_at), kind: bounced ? 'bounced' : 'failed', text: `${t.result_code ?? ''} ${t.result_message ?? ''}`.trim() });
     }
-    for (const at of [t.opened_at, t.clicked_at, t.failed_at, t.completed_at]) if (at !== null) windows.push([Number(at) - 1000, Number(at) + EVENT_SLACK_MS]);
     entries.sort((a, b) => a.at - b.at);
     return { transmission: t, entries, suppression: suppressionOf.get(t.recipient.toLowerCase()) ?? null };
   });
-  const events = (await listProjectEventsInWindows(db, project.id, windows.slice(0, 200), 2000)).filter((e) => {
-    try {
-      return Number((JSON.parse(e.payload) as { message_id?: unknown }).message_id) === Number(message.id);
-    } catch {
-      return false;
-    }
-  });
+  const events = await listMessageEvents(db, Number(message.id), MAX_MESSAGE_EVENTS);
   const recipientOfEvent = new Map(events.map((e) => [Number(e.id), (JSON.parse(e.payload) as { recipient?: string }).recipient ?? null]));
   const outbound = await listOutboundOfEvents(db, events.map((e) => Number(e.id)));
   const webhookDeliveries = outbound.map((r) => ({

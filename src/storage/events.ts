@@ -23,6 +23,8 @@ export async function recordEvent(db: Tx, event: NewEvent): Promise<void> {
       project_id: event.projectId,
       type: event.type,
       payload: JSON.stringify(event.payload),
+      // Every payload of domain/events.ts names its message; the column makes it a seek.
+      message_id: typeof event.payload.message_id === 'number' ? event.payload.message_id : null,
       created_at: event.now,
     })
     .execute();

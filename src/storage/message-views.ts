@@ -147,20 +147,9 @@ export async function listAttemptsOf(db: Tx, transmissionIds: readonly number[])
   return db.selectFrom('attempts').selectAll().where('transmission_id', 'in', transmissionIds).orderBy('id').execute();
 }
 
-/**
- * Events of a project written inside any of the windows (epoch ms, inclusive), through
- * events_project_created; at most `limit`. The caller keeps those of its message.
- */
-export async function listProjectEventsInWindows(db: Tx, projectId: number, windows: ReadonlyArray<readonly [number, number]>, limit: number): Promise<Event[]> {
-  if (windows.length === 0) return [];
-  return db
-    .selectFrom('events')
-    .selectAll()
-    .where('project_id', '=', projectId)
-    .where((eb) => eb.or(windows.map(([a, b]) => eb.and([eb('created_at', '>=', a), eb('created_at', '<=', b)]))))
-    .orderBy('id')
-    .limit(limit)
-    .execute();
+/** Events reporting this message, through events_message (migration 160); at most `limit`. */
+export async function listMessageEvents(db: Tx, messageId: number, limit: number): Promise<Event[]> {
+  return db.selectFrom('events').selectAll().where('message_id', '=', messageId).orderBy('id').limit(limit).execute();
 }
 
 /** Outbound requests (webhook deliveries) of these events, with their attempts' count. */

@@ -207,6 +207,8 @@ export interface EventsTable {
   created_at: number;
   /** set by the webhook dispatcher once fanned out (migration 040); null until then */
   dispatched_at: number | null;
+  /** the message the event reports, from its payload (migration 160); null for events of none */
+  message_id: number | null;
 }
 
 export interface Database {

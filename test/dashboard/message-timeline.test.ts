@@ -5,6 +5,7 @@
 // the same project sent at the same time does not borrow them.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { recordEvent } from '../../src/storage/events.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 import { startHttpSink, type HttpSink } from '../helpers/http-sink.ts';
 import { reply, startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
@@ -71,5 +72,25 @@ describe('one message: timeline and webhook deliveries', () => {
     // A 550 to RCPT is a hard bounce: its event is `bounced` (docs/webhooks.md).
     assert.ok(rows.some((r) => /<td>(failed|bounced)<\/td><td>gone@customer\.example<\/td>/.test(r)), deliveries);
     assert.ok(!deliveries.includes('other@customer.example'));
+  });
+
+  it('lists the webhook delivery of an event written hours after the attempt (a late bounce mail)', async () => {
+    const before = sink.requests.length;
+    const sent = await t.call('send_message', { api_key: seed.projectKey, uid: 'timeline-late', arguments: { recipients: ['late@customer.example'], headers: { subject: 'late', from: 'a@acme.example' }, content: { 'text/plain': 'x' } } });
+    assert.equal(sent.status, 200);
+    const id = sent.body.data.message.id;
+    // Its delivered event reaches the webhook first.
+    await sink.waitFor(before + 1, 20_000);
+    // The bounce mail's event, six hours on (docs/domains-and-bounces.md: a DSN comes when it comes).
+    const sixHoursOn = Date.now() + 6 * 3600_000;
+    await t.app.services.store.write((trx) =>
+      recordEvent(trx, { accountId: seed.accountId, projectId: seed.projectId, type: 'bounced', payload: { event: 'bounced', message_id: id, message_uid: 'timeline-late', recipient: 'late@customer.example' }, now: sixHoursOn }),
+    );
+    t.app.services.store.wake('events');
+    await sink.waitFor(before + 2, 20_000);
+    const page = await client.get(`/messages/${id}`);
+    assert.equal(page.status, 200);
+    const deliveries = page.text.slice(page.text.indexOf('<h2>Webhook deliveries</h2>'));
+    assert.ok(deliveries.includes('<td>bounced</td><td>late@customer.example</td>'), deliveries);
   });
 });
