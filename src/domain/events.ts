@@ -20,10 +20,6 @@ export type EventKind = (typeof EVENT_KINDS)[number];
 export const OUTCOME_EVENT_KINDS = ['delivered', 'retry', 'failed', 'bounced', 'cancelled', 'spammed'] as const;
 export type OutcomeEventKind = (typeof OUTCOME_EVENT_KINDS)[number];
 
-export function isEventKind(value: string): value is EventKind {
-  return (EVENT_KINDS as readonly string[]).includes(value);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Schemas
 

@@ -81,11 +81,6 @@ export function checkRenderedHeader(name: string, value: string | undefined): st
   return value === undefined ? value : checkHeaderValue(`the ${name} header after variable substitution`, value);
 }
 
-/** True when checkHeaderValue() would accept the value. */
-export function isHeaderValueSafe(value: string): boolean {
-  return !FORBIDDEN_IN_VALUE.test(value);
-}
-
 function headerValue(name: string, value: Json, list: boolean): string {
   let text: string;
   if (typeof value === 'string') text = value;
