@@ -78,7 +78,8 @@ function relayWakes(store: WakeBus): void {
       due.add(channel);
       if (due.size === 1)
         setImmediate(() => {
-          for (const c of due) if (process.connected) process.send!({ type: 'wake', channel: c });
+          // The supervisor may be going away (its children end with it): no 'error' event for that.
+          for (const c of due) if (process.connected) process.send!({ type: 'wake', channel: c }, () => {});
           due.clear();
         });
     });

@@ -88,9 +88,14 @@ export async function superviseServe(config: Readonly<Config>, log: Logger): Pro
           log.info({ role: slot.role, pid: child.pid }, 'posthorn process restarted');
         }
       } else if (message?.type === 'wake') {
-        for (const other of liveChildren()) if (other !== child && other.connected) other.send(message);
+        // A child may be going away while the wake is relayed (EPIPE): it is restarted and
+        // claims on start, so the wake is not needed there; the callback keeps the error off the
+        // child's 'error' event.
+        for (const other of liveChildren()) if (other !== child && other.connected) other.send(message, () => {});
       }
     });
+    // Failing to fork, or a message to a child that just died: its 'exit' (if any) does the rest.
+    child.on('error', (error) => log.warn({ role: slot.role, err: error }, 'posthorn process channel error'));
     child.once('exit', (code, signal) => {
       slot.child = null;
       slot.ready = false;
