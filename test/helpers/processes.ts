@@ -1,7 +1,8 @@
 // Real `node bin/posthorn.js ...` child processes for tests: started with a given environment,
 // their pino log lines parsed as they come, stopped (SIGTERM) or killed (SIGKILL) on demand, and
 // every one still alive killed by stopAll() so no test leaves a process behind.
-import { spawn, type ChildProcess } from 'node:child_process';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
 
@@ -115,6 +116,13 @@ export function startPosthorn(name: string, args: string[], env: Record<string, 
   running.add(proc);
   void proc.exited.then(() => running.delete(proc));
   return proc;
+}
+
+/** Runs `posthorn init --json` with env added (a new installation); returns the project API key. */
+export function initProjectKey(env: Record<string, string | undefined>): string {
+  const init = spawnSync(process.execPath, [BIN, 'init', '--json'], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60_000 });
+  assert.equal(init.status, 0, init.stderr);
+  return JSON.parse(init.stdout).project.api_key;
 }
 
 /** Kills every child still running (test teardown). */

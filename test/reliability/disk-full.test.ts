@@ -15,7 +15,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { messageIdFor } from '../../src/domain/message-uid.ts';
 import { onlyOn } from '../helpers/databases.ts';
-import { BIN, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
+import { initProjectKey, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
 import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 
 const MAILER_HOST = 'diskfull.posthorn.test';
@@ -62,9 +62,7 @@ describe('a full disk under SQLite', { skip: reason ?? false, timeout: 240_000 }
       POSTHORN_POLL_MS: '200',
       LOG_LEVEL: 'info',
     };
-    const init = spawnSync(process.execPath, [BIN, 'init', '--json'], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60_000 });
-    assert.equal(init.status, 0, init.stderr);
-    apiKey = JSON.parse(init.stdout).project.api_key;
+    apiKey = initProjectKey(env);
     service = startPosthorn('disk-full', ['serve', '--port', '0'], env);
     url = (await service.waitUntilRunning()).url!;
   });

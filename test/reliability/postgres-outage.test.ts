@@ -8,7 +8,6 @@
 // PostgreSQL is ALWAYS started again (finally), whatever happens. Bounded: a fixed number of
 // messages, every wait with a deadline.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,7 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { messageIdFor } from '../../src/domain/message-uid.ts';
 import { onlyOn } from '../helpers/databases.ts';
 import { canControlPostgres, controlPostgresCluster, createFreshPostgresDatabase, dropPostgresDatabase, waitForPostgres } from '../helpers/postgres.ts';
-import { BIN, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
+import { initProjectKey, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
 import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 
 const TOTAL = 600;
@@ -50,9 +49,7 @@ describe('PostgreSQL stopped and started under a send load', { skip, timeout: 30
       POSTHORN_DB_POOL_SIZE: '4',
       LOG_LEVEL: 'info',
     };
-    const init = spawnSync(process.execPath, [BIN, 'init', '--json'], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60_000 });
-    assert.equal(init.status, 0, init.stderr);
-    apiKey = JSON.parse(init.stdout).project.api_key;
+    apiKey = initProjectKey(env);
     service = startPosthorn('outage', ['serve', '--port', '0'], env);
     url = (await service.waitUntilRunning()).url!;
   });
