@@ -22,7 +22,7 @@ import { createAccount } from '../src/operations/accounts.ts';
 import { createProject } from '../src/operations/projects.ts';
 import { createWebhook } from '../src/operations/webhooks.ts';
 import { recordEvent } from '../src/storage/events.ts';
-import { createOutboundDispatcher } from '../src/webhooks/dispatcher.ts';
+import { createOutboundDispatcher } from '../src/webhooks/index.ts';
 
 const { values } = parseArgs({ options: { events: { type: 'string', default: '5000' } } });
 const N = Math.min(Number(values.events), 200_000);

@@ -1,4 +1,5 @@
 // serve and migrate: running the service, and bringing its database up to date.
+import { WAKE_CHANNELS, type WakeChannel } from '../domain/wake-channels.ts';
 import { quietLogger } from './output.ts';
 import type { CliCommand, CommandInput } from './types.ts';
 
@@ -58,7 +59,6 @@ const serve: Command = async ({ config }) => {
   return 0;
 };
 
-type WakeChannel = 'transmissions' | 'events' | 'mailboxes';
 /** The part of the store wake-ups go through (the edge names no storage module, test/architecture.test.ts). */
 interface WakeBus {
   wake(channel: WakeChannel): void;
@@ -72,7 +72,7 @@ interface WakeBus {
 function relayWakes(store: WakeBus): void {
   let relaying = false;
   const due = new Set<WakeChannel>();
-  for (const channel of ['transmissions', 'events', 'mailboxes'] as const) {
+  for (const channel of WAKE_CHANNELS) {
     void store.onWake(channel, () => {
       if (relaying || due.has(channel)) return;
       due.add(channel);

@@ -11,6 +11,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import type { Config } from '../config.ts';
+import type { WakeChannel } from '../domain/wake-channels.ts';
 import type { Logger } from 'pino';
 
 export type ChildRole = 'api' | 'worker';
@@ -18,7 +19,7 @@ export type ChildRole = 'api' | 'worker';
 /** What a supervised child tells the supervisor, and what the supervisor relays. */
 export type SupervisorMessage =
   | { type: 'ready'; role: ChildRole; url: string | null; background: string[] }
-  | { type: 'wake'; channel: 'transmissions' | 'events' | 'mailboxes' };
+  | { type: 'wake'; channel: WakeChannel };
 
 /** The environment variable a supervised child is started with. */
 export const SUPERVISED_ENV = 'POSTHORN_SUPERVISED';

@@ -7,7 +7,7 @@
 // last_seen_uid, in one transaction, so a crash either posts it or fetches it again.
 import { postbackRefOf } from '../domain/outbound-refs.ts';
 import type { Mailbox } from '../storage/schema.ts';
-import { advanceMailboxPosition, claimDueMailboxRows, extendMailboxLease, findLeasedMailboxFailures, updateLeasedMailbox } from '../storage/mailboxes.ts';
+import { advanceMailboxPosition, claimDueMailboxRows, extendMailboxLeases, findLeasedMailboxFailures, findMailboxHeldBy, updateLeasedMailbox } from '../storage/mailboxes.ts';
 import { insertInboundEmail, listPostingInboundEmails, setInboundEmailState } from '../storage/inbound-emails.ts';
 import type { InboundEmail } from '../storage/outbound-schema.ts';
 import { enqueueOutbound, outboundStates } from './outbound-requests.ts';
@@ -36,10 +36,15 @@ export async function claimDueMailboxes(services: Services, worker: string, leas
   return rows.map(normaliseMailbox);
 }
 
-/** Extends the lease; the current row, or null when it was deleted or taken over. */
-export async function renewMailboxLease(services: Services, id: number, worker: string, leaseMs: number): Promise<Mailbox | null> {
-  const now = services.clock.now();
-  const row = await services.store.write((trx) => extendMailboxLease(trx, id, worker, now + leaseMs));
+/** Extends the leases `worker` holds (the lease runner renews while the sessions run). */
+export async function renewMailboxLeases(services: Services, worker: string, ids: readonly number[], leaseMs: number): Promise<number> {
+  const until = services.clock.now() + leaseMs;
+  return services.store.write((trx) => extendMailboxLeases(trx, ids, worker, until));
+}
+
+/** The mailbox as it is now, while `worker` holds it; null when it was deleted or taken over. */
+export async function findLeasedMailbox(services: Services, id: number, worker: string): Promise<Mailbox | null> {
+  const row = await findMailboxHeldBy(services.store.db, id, worker);
   return row ? normaliseMailbox(row) : null;
 }
 
@@ -49,31 +54,45 @@ export async function recordMailboxConnected(services: Services, id: number, wor
 }
 
 /**
- * A failed login (auth_failed) or connection (error): recorded with the server's words, retried
- * after a growing delay, lease released.
+ * How a mailbox session ended: `failed` (a refused login, auth_failed, or a lost connection, error:
+ * recorded with the server's words, retried after a growing delay), `released` (stopped or
+ * reconfigured: due again at once, here or elsewhere) or `gone` (deleted or taken over: nothing).
  */
-export async function recordMailboxFailure(services: Services, id: number, worker: string, status: 'auth_failed' | 'error', error: string): Promise<void> {
-  const now = services.clock.now();
-  await services.store.write(async (trx) => {
-    const before = await findLeasedMailboxFailures(trx, id, worker);
-    if (before === undefined) return;
-    const failures = before + 1;
-    await updateLeasedMailbox(trx, id, worker, {
-      status,
-      last_error: error.slice(0, 500),
-      failures,
-      checked_at: now,
-      next_check_at: now + mailboxRetryDelayMs(failures),
-      locked_by: null,
-      locked_until: null,
-    });
-  });
-}
+export type MailboxSessionEnd =
+  | { kind: 'failed'; mailboxId: number; status: 'auth_failed' | 'error'; error: string }
+  | { kind: 'released'; mailboxId: number }
+  | { kind: 'gone'; mailboxId: number };
 
-export async function releaseMailbox(services: Services, id: number, worker: string, nextCheckAt: number): Promise<void> {
-  await services.store.write((trx) =>
-    updateLeasedMailbox(trx, id, worker, { locked_by: null, locked_until: null, next_check_at: nextCheckAt, checked_at: services.clock.now() }),
-  );
+/** Records session ends under their leases, in one transaction; per end, whether the lease held. */
+export async function endMailboxSessions(services: Services, worker: string, ends: readonly MailboxSessionEnd[]): Promise<boolean[]> {
+  const now = services.clock.now();
+  return services.store.write(async (trx) => {
+    const held: boolean[] = [];
+    for (const end of ends) {
+      if (end.kind === 'gone') {
+        held.push(false);
+        continue;
+      }
+      const before = await findLeasedMailboxFailures(trx, end.mailboxId, worker);
+      held.push(before !== undefined);
+      if (before === undefined) continue;
+      if (end.kind === 'released') {
+        await updateLeasedMailbox(trx, end.mailboxId, worker, { locked_by: null, locked_until: null, next_check_at: now, checked_at: now });
+        continue;
+      }
+      const failures = before + 1;
+      await updateLeasedMailbox(trx, end.mailboxId, worker, {
+        status: end.status,
+        last_error: end.error.slice(0, 500),
+        failures,
+        checked_at: now,
+        next_check_at: now + mailboxRetryDelayMs(failures),
+        locked_by: null,
+        locked_until: null,
+      });
+    }
+    return held;
+  });
 }
 
 export interface FetchedEmail {
@@ -125,7 +144,7 @@ export async function enqueuePostback(services: Services, mailbox: Mailbox, work
       if (error instanceof DuplicateEmail) return true;
       throw error;
     });
-  if (done) services.store.wake('events');
+  if (done) services.store.wake('outbound');
   return done;
 }
 

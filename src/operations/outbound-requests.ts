@@ -1,7 +1,7 @@
 // The one outbound HTTP path (docs/webhooks.md): a request row written in the caller's transaction, then
-// claimed, posted, retried and recorded by the dispatcher (src/webhooks/dispatcher.ts). Webhook fan-out
+// claimed, posted, retried and recorded by the dispatch job (src/webhooks/dispatch-outbound.ts). Webhook fan-out
 // and mailbox postbacks both enqueue here. After the transaction commits, the producer calls
-// store.wake('events') so the dispatcher picks the row up at once (it also polls).
+// store.wake('outbound') so the dispatcher picks the row up at once (it also polls).
 import { findOutboundStates, insertOutbound } from '../storage/outbound.ts';
 import type { Tx } from '../storage/store.ts';
 

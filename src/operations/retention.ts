@@ -19,6 +19,7 @@ import {
   purgeOutboundBatch,
   type PurgedCounts,
 } from '../storage/retention.ts';
+import { pruneOutbound } from '../storage/outbound.ts';
 import type { Project } from '../storage/schema.ts';
 import { readProjectSettings } from './projects.ts';
 
@@ -28,6 +29,10 @@ export type { PurgedCounts } from '../storage/retention.ts';
 export const PURGE_BATCH = 200;
 /** Pause between two batches: the writer is free for everyone else meanwhile. */
 export const PURGE_PAUSE_MS = 10;
+
+/** How long finished outbound requests stay listed by list_webhook_deliveries (docs/webhooks.md). */
+export const DELIVERED_OUTBOUND_KEPT_MS = 7 * DAY_MS;
+export const FAILED_OUTBOUND_KEPT_MS = 30 * DAY_MS;
 
 /** Days the project's history is kept; 0: forever. */
 export function retentionDaysOf(services: Services, project: Pick<Project, 'settings'>): number {
@@ -101,5 +106,10 @@ export async function purgeExpired(services: Services, opts: PurgeOptions = {}):
       return { outbound_requests: r.requests, outbound_attempts: r.attempts, parents: r.requests };
     });
   }
+  // Finished outbound requests leave the delivery listing after their own, shorter time.
+  await drain(async () => {
+    const n = await store.write((trx) => pruneOutbound(trx, { deliveredBefore: now - DELIVERED_OUTBOUND_KEPT_MS, failedBefore: now - FAILED_OUTBOUND_KEPT_MS, limit }));
+    return { outbound_requests: n, parents: n };
+  });
   return totals;
 }

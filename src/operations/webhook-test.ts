@@ -43,7 +43,7 @@ export async function sendWebhookTestEvent(services: Services, account: Account,
       body,
     }),
   );
-  services.store.wake('events');
+  services.store.wake('outbound');
   return { requestId, webhookUid: hook.uid, url: hook.url };
 }
 

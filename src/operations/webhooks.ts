@@ -171,6 +171,6 @@ export async function listDeliveries(services: Services, account: Account, q: De
 export async function retryDeliveries(services: Services, account: Account, ids: number[]): Promise<number> {
   const now = services.clock.now();
   const count = await services.store.write((trx) => requeueFailedOutbound(trx, account.id, ids, now));
-  if (count > 0) services.store.wake('events');
+  if (count > 0) services.store.wake('outbound');
   return count;
 }

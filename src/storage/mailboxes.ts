@@ -89,9 +89,16 @@ export async function claimDueMailboxRows(
     .execute();
 }
 
-/** The row with its lease moved to `lockedUntil`; undefined when it was deleted or taken over. */
-export async function extendMailboxLease(db: Tx, id: number, worker: string, lockedUntil: number): Promise<Mailbox | undefined> {
-  return db.updateTable('mailboxes').set({ locked_until: lockedUntil }).where('id', '=', id).where('locked_by', '=', worker).returningAll().executeTakeFirst();
+/** Moves the leases `worker` still holds to `lockedUntil`; returns how many. */
+export async function extendMailboxLeases(db: Tx, ids: readonly number[], worker: string, lockedUntil: number): Promise<number> {
+  if (ids.length === 0) return 0;
+  const result = await db.updateTable('mailboxes').set({ locked_until: lockedUntil }).where('id', 'in', ids).where('locked_by', '=', worker).executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/** The row while `worker` holds it; undefined when it was deleted or taken over. */
+export async function findMailboxHeldBy(db: Tx, id: number, worker: string): Promise<Mailbox | undefined> {
+  return db.selectFrom('mailboxes').selectAll().where('id', '=', id).where('locked_by', '=', worker).executeTakeFirst();
 }
 
 /** The failure count of a mailbox this worker holds; undefined when it does not hold it. */

@@ -59,6 +59,35 @@ export async function claimDueOutbound(
   return rows.map(normalise);
 }
 
+/** Extends the leases `worker` holds on pending requests (the runner renews while they are posted). */
+export async function renewOutboundLeases(db: Tx, worker: string, ids: readonly number[], leaseUntil: number): Promise<number> {
+  if (ids.length === 0) return 0;
+  const result = await db
+    .updateTable('outbound_requests')
+    .set({ locked_until: leaseUntil, next_attempt_at: leaseUntil })
+    .where('id', 'in', ids)
+    .where('locked_by', '=', worker)
+    .where('state', '=', 'pending')
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/**
+ * Gives back requests still held at a graceful stop: due at once, unlocked. The attempt the claim
+ * charged stays charged (the request may have gone out).
+ */
+export async function releaseOutbound(db: Tx, worker: string, ids: readonly number[], now: number): Promise<number> {
+  if (ids.length === 0) return 0;
+  const result = await db
+    .updateTable('outbound_requests')
+    .set({ locked_by: null, locked_until: null, next_attempt_at: now, updated_at: now })
+    .where('id', 'in', ids)
+    .where('locked_by', '=', worker)
+    .where('state', '=', 'pending')
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
 export interface OutboundFinish {
   id: number;
   worker: string;

@@ -5,6 +5,7 @@
 // inside its own SAVEPOINT, so a unit that throws is rolled back alone and rejects alone, and no
 // unit's promise settles before the shared COMMIT is durable. This is what lets a durable
 // send_message answer thousands of times a second on one SQLite file (bench/, docs/decisions/0003-performance.md).
+import type { WakeChannel } from '../domain/wake-channels.ts';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
@@ -16,7 +17,7 @@ import { openSqlite, sqliteFileFrom } from './dialects/sqlite.ts';
 
 export type Tx = Kysely<Database>;
 
-export type WakeChannel = 'transmissions' | 'events' | 'mailboxes';
+export type { WakeChannel };
 
 interface Unit {
   fn: (trx: Tx) => Promise<unknown>;

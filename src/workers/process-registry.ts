@@ -116,7 +116,7 @@ export class ProcessRegistry {
     const released = await store.write((trx) => releaseClaimsOf(trx, dead, clock.now()));
     log.warn({ processes: dead, released }, 'released the claims of dead worker processes');
     if (released.transmissions > 0) store.wake('transmissions');
-    if (released.outbound > 0) store.wake('events');
+    if (released.outbound > 0) store.wake('outbound');
     if (released.mailboxes > 0) store.wake('mailboxes');
     return dead;
   }

@@ -1,16 +1,16 @@
 // A Posthorn for delivery tests: the real app (HTTP API, database) without background loops, and a
-// DeliveryService the test drives with runOnce() (no sleeping, no polling), mail sent through the
+// delivery worker the test drives with runOnce() (no sleeping, no polling), mail sent through the
 // real send_message API.
 import type { Clock } from '../../src/domain/clock.ts';
 import type { Config } from '../../src/config.ts';
-import { DeliveryService, type DeliveryOptions } from '../../src/delivery/delivery-service.ts';
+import { createDeliveryWorker, type DeliveryOptions, type DeliveryWorker } from '../../src/delivery/deliver-transmissions.ts';
 import { listAttempts } from '../../src/storage/delivery-queue.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 
 export interface DeliveryHarness {
   t: TestApp;
   seed: Seed;
-  worker: DeliveryService;
+  worker: DeliveryWorker;
   /** send_message with the project key; returns the API reply body */
   send(args: Record<string, unknown>): Promise<any>;
   /** runOnce() until nothing is due (bounded) */
@@ -35,7 +35,7 @@ export async function startDeliveryHarness(opts: HarnessOptions = {}): Promise<D
     config: { workers: 16, connectTimeoutMs: 2000, greetingTimeoutMs: 2000, socketTimeoutMs: 2000, ...opts.config },
   });
   const seed = await t.seed();
-  const worker = new DeliveryService(t.app.services, opts.delivery);
+  const worker = createDeliveryWorker(t.app.services, opts.delivery);
   const db = t.app.services.store.db;
   const h: DeliveryHarness = {
     t,

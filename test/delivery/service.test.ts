@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import pino from 'pino';
 import { Writable } from 'node:stream';
-import { DeliveryService } from '../../src/delivery/delivery-service.ts';
+import { createDeliveryWorker } from '../../src/delivery/deliver-transmissions.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { reply, startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 import { simpleMessage, startDeliveryHarness } from './harness.ts';
@@ -86,7 +86,7 @@ describe('the delivery service in a running app', () => {
     const log = pino({ level: 'error' }, new Writable({ write: (chunk, _e, cb) => (lines.push(JSON.parse(String(chunk))), cb()) }));
     const h = await startDeliveryHarness({ config: { transportMap: [peer.transportFor('*')] } });
     cleanup.push(() => h.close());
-    const worker = new DeliveryService({ ...h.t.app.services, log });
+    const worker = createDeliveryWorker({ ...h.t.app.services, log });
     cleanup.push(() => worker.stop());
     await h.send(simpleMessage('good@example.test'));
     // A message whose stored payload is not JSON: loading it throws.

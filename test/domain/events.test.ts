@@ -24,7 +24,7 @@ import { simpleMessage, startDeliveryHarness, type DeliveryHarness } from '../de
 import { dsnMail } from '../helpers/bounce-fixtures.ts';
 import { reply, startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 
-/** The body an endpoint receives: the stored payload with the dispatcher's envelope (src/webhooks/dispatcher.ts). */
+/** The body an endpoint receives: the stored payload with the fan-out's envelope (src/webhooks/fan-out-events.ts). */
 function bodyOf(kind: string, id: number, payload: Record<string, unknown>): Record<string, unknown> {
   return { ...payload, event: kind, event_id: `evt_${id}` };
 }

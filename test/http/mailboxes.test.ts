@@ -9,7 +9,7 @@ import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { ManualClock } from '../../src/domain/clock.ts';
-import { createWatcher } from '../../src/ingress/watcher.ts';
+import { createWatcher } from '../../src/ingress/watch-mailboxes.ts';
 import { startTestApp, type ApiReply, type Seed, type TestApp } from '../helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.ts';
 

@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { simpleParser } from 'mailparser';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { parseSendAt } from '../../src/domain/send-at.ts';
-import { DeliveryService } from '../../src/delivery/delivery-service.ts';
+import { createDeliveryWorker } from '../../src/delivery/deliver-transmissions.ts';
 import { simpleMessage, startDeliveryHarness, type DeliveryHarness } from '../delivery/harness.ts';
 import { reply, startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 
@@ -59,7 +59,7 @@ describe('scheduled sends', () => {
     assert.equal(peer.received.length, 0);
 
     // Another worker (as after a restart: nothing of the schedule is in memory) finds it in the database.
-    const next = new DeliveryService(h.t.app.services);
+    const next = createDeliveryWorker(h.t.app.services);
     try {
       clock.advance(1);
       assert.equal(await next.runOnce(), 1);

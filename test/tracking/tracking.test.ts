@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { applyTracking } from '../../src/delivery/tracking.ts';
 import { makeTrackingToken, trackingSigningKey } from '../../src/domain/tracking-token.ts';
-import type { OutboundDispatcher } from '../../src/webhooks/dispatcher.ts';
+import type { OutboundDispatcher } from '../../src/webhooks/index.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 import { startHttpSink, verifyWebhookSignature, type HttpSink } from '../helpers/http-sink.ts';
 

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { startApp } from '../../src/app.ts';
 import { createLogger } from '../../src/log.ts';
 import { recordEvent } from '../../src/storage/events.ts';
-import type { OutboundDispatcher } from '../../src/webhooks/dispatcher.ts';
+import type { OutboundDispatcher } from '../../src/webhooks/index.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 import { spawnServe } from '../helpers/child-service.ts';
 import { startHttpSink, verifyWebhookSignature, type HttpSink } from '../helpers/http-sink.ts';

@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { recordEvent, type NewEvent } from '../../src/storage/events.ts';
-import type { OutboundDispatcher } from '../../src/webhooks/dispatcher.ts';
+import type { OutboundDispatcher } from '../../src/webhooks/index.ts';
+import { SweepRunner } from '../../src/workers/sweep-runner.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.ts';
 import { startHttpSink, verifyWebhookSignature, type HttpSink } from '../helpers/http-sink.ts';
@@ -13,6 +14,13 @@ function dispatcherOf(t: TestApp): OutboundDispatcher {
   const found = t.app.background.find((s) => s.name === 'webhooks');
   assert.ok(found, 'the webhook dispatcher runs');
   return found as OutboundDispatcher;
+}
+
+/** The retention purge job, which also forgets finished outbound requests (operations/retention.ts). */
+function purgeOf(t: TestApp): SweepRunner {
+  const found = t.app.background.find((s) => s.name === 'purge');
+  assert.ok(found instanceof SweepRunner, 'the purge job runs');
+  return found;
 }
 
 async function addEvents(t: TestApp, events: Array<Omit<NewEvent, 'now'>>): Promise<void> {
@@ -269,10 +277,10 @@ describe('delivery webhooks', () => {
     const list = async () => (await t.call('list_webhook_deliveries', { api_key: s.accountKey })).body.data.deliveries;
     assert.equal((await list()).length, 1);
     clock.advance(6 * 86_400_000);
-    await dispatcherOf(t).drain();
+    await purgeOf(t).runNow();
     assert.equal((await list()).length, 1, 'kept for a week');
     clock.advance(2 * 86_400_000);
-    await dispatcherOf(t).drain();
+    await purgeOf(t).runNow();
     assert.equal((await list()).length, 0);
     const attempts = await t.app.services.store.db.selectFrom('outbound_attempts').select('id').where('request_id', 'not in', t.app.services.store.db.selectFrom('outbound_requests').select('id')).execute();
     assert.equal(attempts.length, 0, 'attempts go with their request');

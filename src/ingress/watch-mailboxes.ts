@@ -1,6 +1,8 @@
-// The mailbox watcher: leases due mailboxes and keeps one IMAP session per leased mailbox.
+// The mailbox job: due mailboxes, each leased by the lease runner (workers/lease-runner.ts: slots,
+// lease renewal, wake-ups on 'mailboxes', outages, stop) and held by one IMAP session until the
+// runner stops, the mailbox is deleted or reconfigured, or the connection ends. One session, as
+// its steps:
 //
-// One session, as a list of steps:
 //   connect + log in   (tls: implicit TLS; else plain, upgraded with STARTTLS when offered;
 //                       certificates always verified, extra CAs from --mailbox-ca-file)
 //                       a refused login -> status auth_failed, last_error, retried with backoff
@@ -9,7 +11,8 @@
 //     hand over        each unseen email above last_seen_uid -> one postback (operations/ingress.ts)
 //     wait             for new mail (IDLE where the server offers it), a wake-up, or the poll
 //                      interval (--mailbox-poll-ms) where it does not
-//     renew the lease  (and notice a deleted or reconfigured mailbox)
+//     look again       at the mailbox's row (a read): deleted -> end; reconfigured -> reconnect
+//   end                released (stopped, reconfigured), failed (login, connection), or gone
 //
 // The password is decrypted only to log in and is never logged (ImapFlow's logger is off).
 import fs from 'node:fs';
@@ -20,24 +23,30 @@ import { generateWorkerId } from '../domain/keys.ts';
 import type { Services } from '../services.ts';
 import {
   claimDueMailboxes,
+  endMailboxSessions,
   enqueuePostback,
   findFinishedPostbacks,
+  findLeasedMailbox,
   markInboundEmails,
   recordMailboxConnected,
-  recordMailboxFailure,
-  releaseMailbox,
-  renewMailboxLease,
+  renewMailboxLeases,
+  type MailboxSessionEnd,
 } from '../operations/ingress.ts';
 import { openMailboxSecrets, reachMailboxHost } from '../operations/mailboxes.ts';
 import type { Mailbox } from '../storage/schema.ts';
-import { OutageWatch } from '../workers/outage.ts';
+import { LeaseRunner, type LeaseJob } from '../workers/lease-runner.ts';
 
 /** Sessions held per process. */
 const MAX_SESSIONS = 100;
 /** Emails handed over per settle/hand-over round; the next round takes the rest. */
 const BATCH = 50;
 const LEASE_MS = 120_000;
-const RENEW_EVERY_MS = 30_000;
+/** A session looks at its mailbox's row at least this often (and at every wake-up). */
+const LOOK_AGAIN_MS = 10_000;
+/** The longest wait for new mail between two rounds. */
+const WAIT_MS = 30_000;
+/** stop(): the longest a session takes to log out (logoutBounded) and a little more. */
+const STOP_GRACE_MS = 5_000;
 
 export interface MailboxWatcher extends BackgroundService {
   /** Claims due mailboxes now and waits until every session finished one full round (tests). */
@@ -47,7 +56,6 @@ export interface MailboxWatcher extends BackgroundService {
 }
 
 interface Session {
-  mailboxId: number;
   /** resolves the session's current wait early */
   poke(): void;
   /** resolves after the next completed round */
@@ -57,79 +65,19 @@ interface Session {
 
 export function createWatcher(services: Services, workerId?: string): MailboxWatcher {
   const { config, log } = services;
-  const worker = workerId ?? generateWorkerId();
   const sessions = new Map<number, Session>();
-  let stopped = false;
-  let timer: NodeJS.Timeout | null = null;
-  let unsubscribe: (() => Promise<void>) | null = null;
-  let claiming: Promise<void> | null = null;
-  const outage = new OutageWatch(log, 'mailboxes');
   const extraCa = config.mailboxCaFile ? fs.readFileSync(config.mailboxCaFile, 'utf8') : null;
+  let runner: LeaseRunner<Mailbox, MailboxSessionEnd>;
 
-  function claimAndStart(): Promise<void> {
-    if (stopped || outage.holdingOff()) return Promise.resolve();
-    claiming ??= (async () => {
-      try {
-        const free = MAX_SESSIONS - sessions.size;
-        if (free <= 0) return;
-        const claimed = await claimDueMailboxes(services, worker, LEASE_MS, free);
-        outage.succeeded();
-        for (const mailbox of claimed) {
-          if (sessions.has(mailbox.id)) continue;
-          sessions.set(mailbox.id, startSession(mailbox));
-        }
-      } catch (error) {
-        if (!outage.failed(error)) log.error({ err: error }, 'mailbox watcher could not claim mailboxes');
-      } finally {
-        claiming = null;
-      }
-    })();
-    return claiming;
-  }
-
-  function wakeAll(): void {
-    for (const s of sessions.values()) s.poke();
-    void claimAndStart();
-  }
-
-  function startSession(initial: Mailbox): Session {
-    let poke: () => void = () => {};
-    let roundWaiters: Array<() => void> = [];
-    const session: Session = {
-      mailboxId: initial.id,
-      poke: () => poke(),
-      nextRound: () => new Promise<void>((resolve) => roundWaiters.push(resolve)),
-      done: Promise.resolve(),
-    };
-    const finishRound = () => {
-      const waiters = roundWaiters;
-      roundWaiters = [];
-      for (const w of waiters) w();
-    };
-    session.done = (async () => {
-      try {
-        await runSession(initial, (fn) => (poke = fn), finishRound);
-      } catch (error) {
-        log.error({ err: error, mailbox: initial.uid }, 'mailbox session failed unexpectedly');
-        await recordMailboxFailure(services, initial.id, worker, 'error', 'internal error; see the service log').catch(() => {});
-      } finally {
-        sessions.delete(initial.id);
-        finishRound();
-      }
-    })();
-    return session;
-  }
-
-  async function runSession(initial: Mailbox, setPoke: (fn: () => void) => void, finishRound: () => void): Promise<void> {
+  async function runSession(initial: Mailbox, signal: AbortSignal, session: { setPoke(fn: () => void): void; finishRound(): void }): Promise<MailboxSessionEnd> {
+    const worker = runner.workerId;
     let mailbox = initial;
+    const failed = (status: 'auth_failed' | 'error', error: string): MailboxSessionEnd => ({ kind: 'failed', mailboxId: mailbox.id, status, error });
     const { password } = openMailboxSecrets(services, mailbox);
     // The host meets the address policy again (DNS may have moved it since it was saved), and the
     // client connects to the address that was checked, naming the host for TLS (docs/mailboxes.md).
     const reach = await reachMailboxHost(services, mailbox.host);
-    if (!reach.ok) {
-      await recordMailboxFailure(services, mailbox.id, worker, 'error', reach.reason);
-      return;
-    }
+    if (!reach.ok) return failed('error', reach.reason);
     const client = new ImapFlow({
       host: reach.address,
       ...(reach.servername ? { servername: reach.servername } : {}),
@@ -146,31 +94,28 @@ export function createWatcher(services: Services, workerId?: string): MailboxWat
       autoIdleDelay: 250,
     });
     let closed = false;
-    client.on('error', (error: Error) => log.warn({ mailbox: mailbox.uid, err: { message: error.message } }, 'IMAP connection error'));
-    client.on('close', () => {
-      closed = true;
-      poke();
-    });
     let pokeResolve: (() => void) | null = null;
     let poked = false;
     const poke = () => {
       poked = true;
       pokeResolve?.();
     };
-    setPoke(poke);
+    session.setPoke(poke);
+    signal.addEventListener('abort', poke, { once: true });
+    client.on('error', (error: Error) => log.warn({ mailbox: mailbox.uid, err: { message: error.message } }, 'IMAP connection error'));
+    client.on('close', () => {
+      closed = true;
+      poke();
+    });
     client.on('exists', poke);
 
     try {
       await client.connect();
     } catch (error) {
       const e = error as Error & { authenticationFailed?: boolean; responseText?: string; code?: string };
-      if (e.authenticationFailed) {
-        await recordMailboxFailure(services, mailbox.id, worker, 'auth_failed', `IMAP login refused: ${e.responseText ?? e.message}`);
-      } else {
-        await recordMailboxFailure(services, mailbox.id, worker, 'error', `IMAP connection failed: ${e.code ? e.code + ' ' : ''}${e.message}`);
-      }
       client.close();
-      return;
+      if (e.authenticationFailed) return failed('auth_failed', `IMAP login refused: ${e.responseText ?? e.message}`);
+      return failed('error', `IMAP connection failed: ${e.code ? e.code + ' ' : ''}${e.message}`);
     }
     let reason: 'stopped' | 'gone' | 'changed' | 'closed' = 'stopped';
     try {
@@ -179,18 +124,18 @@ export function createWatcher(services: Services, workerId?: string): MailboxWat
       const uidValidity = String(opened.uidValidity);
       const idle = client.capabilities.has('IDLE');
       let position = mailbox.uid_validity === uidValidity ? (mailbox.last_seen_uid ?? 0) : 0;
-      let lastRenew = Date.now();
-      while (!stopped) {
+      let lookedAt = Date.now();
+      while (!signal.aborted) {
         poked = false;
         await settle(client, mailbox, uidValidity);
-        position = await handOver(client, mailbox, uidValidity, position);
-        finishRound();
+        position = await handOver(client, mailbox, uidValidity, position, signal);
+        session.finishRound();
         if (closed) {
           reason = 'closed';
           break;
         }
         if (!poked) {
-          const waitMs = idle ? RENEW_EVERY_MS : Math.min(config.mailboxPollMs, RENEW_EVERY_MS);
+          const waitMs = idle ? WAIT_MS : Math.min(config.mailboxPollMs, WAIT_MS);
           await new Promise<void>((resolve) => {
             const t = setTimeout(resolve, waitMs);
             pokeResolve = () => {
@@ -200,14 +145,14 @@ export function createWatcher(services: Services, workerId?: string): MailboxWat
           });
           pokeResolve = null;
         }
-        if (stopped) break;
+        if (signal.aborted) break;
         if (closed) {
           reason = 'closed';
           break;
         }
-        if (Date.now() - lastRenew >= RENEW_EVERY_MS / 3 || poked) {
-          const row = await renewMailboxLease(services, mailbox.id, worker, LEASE_MS);
-          lastRenew = Date.now();
+        if (Date.now() - lookedAt >= LOOK_AGAIN_MS || poked) {
+          const row = await findLeasedMailbox(services, mailbox.id, worker);
+          lookedAt = Date.now();
           if (!row) {
             reason = 'gone';
             break;
@@ -220,20 +165,16 @@ export function createWatcher(services: Services, workerId?: string): MailboxWat
         }
       }
     } catch (error) {
-      reason = 'closed';
       log.warn({ mailbox: mailbox.uid, err: { message: (error as Error).message } }, 'IMAP session ended with an error');
-      if (!stopped) await recordMailboxFailure(services, mailbox.id, worker, 'error', `IMAP session failed: ${(error as Error).message}`);
       await logoutBounded(client);
-      return;
+      // Stopping: the error is the stop's (a closed store, an interrupted command).
+      return signal.aborted ? { kind: 'released', mailboxId: mailbox.id } : failed('error', `IMAP session failed: ${(error as Error).message}`);
     }
     await logoutBounded(client);
-    if (reason === 'gone') return;
-    if (reason === 'closed' && !stopped) {
-      await recordMailboxFailure(services, mailbox.id, worker, 'error', 'IMAP connection closed by the server');
-      return;
-    }
+    if (reason === 'gone') return { kind: 'gone', mailboxId: mailbox.id };
+    if (reason === 'closed' && !signal.aborted) return failed('error', 'IMAP connection closed by the server');
     // Stopped or reconfigured: another session (here or elsewhere) may take it at once.
-    await releaseMailbox(services, mailbox.id, worker, services.clock.now());
+    return { kind: 'released', mailboxId: mailbox.id };
   }
 
   /** Postbacks that got their 2xx: flag their emails \Seen (only now); given-up ones: failed. */
@@ -246,15 +187,15 @@ export function createWatcher(services: Services, workerId?: string): MailboxWat
   }
 
   /** Unseen emails above the position, oldest first, each handed to a postback. */
-  async function handOver(client: ImapFlow, mailbox: Mailbox, uidValidity: string, position: number): Promise<number> {
-    for (let round = 0; round < 100 && !stopped; round++) {
+  async function handOver(client: ImapFlow, mailbox: Mailbox, uidValidity: string, position: number, signal: AbortSignal): Promise<number> {
+    for (let round = 0; round < 100 && !signal.aborted; round++) {
       const found = await client.search({ uid: `${position + 1}:*`, seen: false }, { uid: true });
       const uids = (Array.isArray(found) ? found : []).filter((u) => u > position).sort((a, b) => a - b).slice(0, BATCH);
       if (uids.length === 0) return position;
       for (const uid of uids) {
         const msg = await client.fetchOne(String(uid), { source: true, envelope: true }, { uid: true });
         if (!msg || !msg.source) continue;
-        const ok = await enqueuePostback(services, mailbox, worker, uidValidity, {
+        const ok = await enqueuePostback(services, mailbox, runner.workerId, uidValidity, {
           imapUid: uid,
           raw: msg.source,
           messageId: msg.envelope?.messageId ?? null,
@@ -266,27 +207,66 @@ export function createWatcher(services: Services, workerId?: string): MailboxWat
     return position;
   }
 
+  const job: LeaseJob<Mailbox, MailboxSessionEnd> = {
+    name: 'mailboxes',
+    wakeOn: 'mailboxes',
+    slots: MAX_SESSIONS,
+    // A session is claimed as soon as its mailbox is due: any free slot is worth a claim.
+    claimThreshold: 1,
+    leaseMs: LEASE_MS,
+    pollMs: Math.max(100, config.pollMs),
+    stopGraceMs: STOP_GRACE_MS,
+    finishBatchMs: 5,
+    finishBatchMax: 16,
+
+    claim: (worker, limit) => claimDueMailboxes(services, worker, LEASE_MS, limit),
+    idOf: (mailbox) => mailbox.id,
+
+    async work(mailbox, { signal }) {
+      let poke: () => void = () => {};
+      let roundWaiters: Array<() => void> = [];
+      const finishRound = () => {
+        const waiters = roundWaiters;
+        roundWaiters = [];
+        for (const w of waiters) w();
+      };
+      const run = runSession(mailbox, signal, { setPoke: (fn) => (poke = fn), finishRound }).catch((error): MailboxSessionEnd => {
+        log.error({ err: error, mailbox: mailbox.uid }, 'mailbox session failed unexpectedly');
+        return { kind: 'failed', mailboxId: mailbox.id, status: 'error', error: 'internal error; see the service log' };
+      });
+      const session: Session = {
+        poke: () => poke(),
+        nextRound: () => new Promise<void>((resolve) => roundWaiters.push(resolve)),
+        done: run.then(() => undefined),
+      };
+      sessions.set(mailbox.id, session);
+      try {
+        return await run;
+      } finally {
+        sessions.delete(mailbox.id);
+        finishRound();
+      }
+    },
+    finish: (worker, ends) => endMailboxSessions(services, worker, ends),
+    renew: (worker, ids) => renewMailboxLeases(services, worker, ids, LEASE_MS),
+    // Sessions release their mailboxes themselves when stopped; what is left here failed to.
+    release: (worker, ids) => endMailboxSessions(services, worker, ids.map((mailboxId) => ({ kind: 'released', mailboxId }))),
+    // A wake-up: postbacks settled, a mailbox changed or was deleted: every session looks again.
+    woken() {
+      for (const s of sessions.values()) s.poke();
+    },
+  };
+  runner = new LeaseRunner(services, job, workerId ?? generateWorkerId());
+
   return {
     name: 'mailboxes',
-    async start() {
-      unsubscribe = await services.store.onWake('mailboxes', wakeAll);
-      timer = setInterval(() => void claimAndStart(), Math.max(100, config.pollMs));
-      timer.unref();
-      void claimAndStart();
-    },
-    async stop() {
-      stopped = true;
-      if (timer) clearInterval(timer);
-      await unsubscribe?.();
-      await claiming;
-      for (const s of sessions.values()) s.poke();
-      await Promise.allSettled([...sessions.values()].map((s) => s.done));
-    },
+    start: () => runner.start(),
+    stop: () => runner.stop(),
     async syncNow() {
       const before = [...sessions.values()];
       const rounds = before.map((s) => s.nextRound());
       for (const s of before) s.poke();
-      await claimAndStart();
+      await runner.claimNow();
       const started = [...sessions.values()].filter((s) => !before.includes(s));
       await Promise.all([...rounds, ...started.map((s) => Promise.race([s.nextRound(), s.done]))]);
     },

@@ -1,0 +1,328 @@
+// The delivery job: due transmissions, claimed under a lease by the lease runner
+// (workers/lease-runner.ts: slots, finish batching, renewal, wake-ups, outages, stop). One
+// transmission, as its steps:
+//
+//   load       the message's context (loaded once per claimed batch: delivery/message-contexts.ts)
+//   recipient  a deliverable address, or failed
+//   suppressed on the project's suppression list: failed, not sent
+//   route      relay | transport map | MX (delivery/routes.ts); a sandbox project has no route
+//   compose    the MIME, once per message where it allows (tracking makes it per transmission)
+//   send       pooled, pipelined SMTP (delivery/smtp-client.ts), or the sandbox's answer
+//   decide     the new state, its event and message: pure (domain/transmission-outcome.ts)
+//   finish     attempt row + transmission state + bounce + event, batched, under the lease
+//   count      metrics and the attempt's log line (observability/attempts.ts), webhooks woken
+//
+// Every send may happen twice (a lease can end under a slow send, a process can die after the 250
+// and before the finish): the Message-ID is fixed at acceptance so receivers can de-duplicate.
+import { performance } from 'node:perf_hooks';
+import { classifySmtpReply, type OutcomeKind } from '../domain/classify-smtp-reply.ts';
+import { addressedMime, envelopeAddress } from '../domain/compose-mime.ts';
+import { buildEventPayload } from '../domain/events.ts';
+import { HeaderValueError } from '../domain/headers.ts';
+import { generateWorkerId } from '../domain/keys.ts';
+import { parseRetrySchedule, type RetryPolicy } from '../domain/retry-policy.ts';
+import { formatIsoTime } from '../domain/time.ts';
+import { decideTransmissionOutcome } from '../domain/transmission-outcome.ts';
+import { returnPathFor, verpTagKey } from '../domain/verp.ts';
+import { observeSmtpConnections, recordDeliveryAttempt, type DeliveryAttemptRecord } from '../observability/attempts.ts';
+import type { Services } from '../services.ts';
+import {
+  claimDueTransmissions,
+  finishTransmissions,
+  releaseTransmissions,
+  renewLeases,
+  type ClaimedTransmission,
+  type FinishInput,
+} from '../storage/delivery-queue.ts';
+import { recordEvent } from '../storage/events.ts';
+import type { Tx } from '../storage/store.ts';
+import { findActiveSuppression, recordBounce } from '../storage/suppressions.ts';
+import { LeaseRunner, type LeaseJob, type UnitContext } from '../workers/lease-runner.ts';
+import { DnsResolver } from './dns-resolver.ts';
+import { MessageContexts, type MessageContext } from './message-contexts.ts';
+import { Router } from './routes.ts';
+import { sandboxReply } from './sandbox.ts';
+import { SmtpClient } from './smtp-client.ts';
+
+/** The result of one delivery attempt, as a value. */
+export interface DeliveryOutcome {
+  kind: OutcomeKind;
+  resultCode: string;
+  resultMessage: string;
+  /** counts against the address on the suppression list */
+  bounce: 'hard' | 'soft' | null;
+  /** the host talked to, null when none was */
+  host: string | null;
+  durationMs: number;
+  /** whether the SMTP session used TLS; null or absent when no session was set up */
+  tls?: boolean | null;
+  /** the sandbox's complaint address: a `spammed` event follows the delivery (delivery/sandbox.ts) */
+  complaint?: boolean;
+}
+
+/** What one delivery leaves to record. */
+interface DeliveryFinish {
+  finish: Omit<FinishInput, 'worker'>;
+  /** the writes that go with it in the same transaction (bounce, events), given the new attempt count */
+  alongside: (trx: Tx, attempts: number) => Promise<void>;
+  /** the attempt as metrics and the log line see it */
+  attempt: DeliveryAttemptRecord;
+}
+
+/** Seams for tests, not configuration. */
+export interface DeliveryOptions {
+  /** the port MX hosts are contacted on (25); tests point it at a peer on 127.0.0.1 */
+  mxPort?: number;
+  /** how long stop() waits for deliveries in flight (default STOP_GRACE_MS) */
+  stopGraceMs?: number;
+  /** the process's registry id (workers/process-registry.ts); a fresh one when absent */
+  workerId?: string;
+}
+
+export type DeliveryWorker = LeaseRunner<ClaimedTransmission, DeliveryFinish>;
+
+/** How long stop() waits for deliveries in flight before giving their rows back. */
+const STOP_GRACE_MS = 10_000;
+/** Finishes wait at most this long to share a commit with others. */
+const FINISH_BATCH_MS = 10;
+const FINISH_BATCH_MAX = 256;
+/** Webhook wake-ups are coalesced to at most one per this interval. */
+const EVENTS_WAKE_MS = 20;
+
+/** The delivery worker of this process: the delivery job under the lease runner. */
+export function createDeliveryWorker(services: Services, options: DeliveryOptions = {}): DeliveryWorker {
+  const { config, log, store, clock } = services;
+  const delays = parseRetrySchedule(config.retrySchedule);
+  if (!delays) throw new Error(`--retry-schedule must be durations separated by commas, like "1m,5m,1h", got "${config.retrySchedule}"`);
+  const policy: RetryPolicy = { delaysMs: delays, maxRetryAgeMs: config.maxRetryAgeMs };
+  const contexts = new MessageContexts(services);
+  const dns = new DnsResolver({ servers: config.dnsServers, clock, timeoutMs: Math.min(config.connectTimeoutMs, 5000) });
+  const router = new Router(dns, config, options.mxPort ?? 25);
+  const smtp = new SmtpClient({
+    ehloName: config.ehloName,
+    requireTls: config.requireTls,
+    maxConnectionsPerDestination: config.maxConnectionsPerDestination,
+    maxConnections: config.maxConnections,
+    connectTimeoutMs: config.connectTimeoutMs,
+    greetingTimeoutMs: config.greetingTimeoutMs,
+    socketTimeoutMs: config.socketTimeoutMs,
+    log,
+  });
+  const unobserveSmtp = observeSmtpConnections(services, () => smtp.openConnections());
+
+  /** The contexts of the latest claimed batch, loading (one read feeds the batch). */
+  const loading = new Map<number, Promise<Map<number, MessageContext>>>();
+  let eventsWakeTimer: NodeJS.Timeout | null = null;
+
+  /** load: from the batch's read, or alone when the batch's read failed or missed it. */
+  async function load(t: ClaimedTransmission): Promise<MessageContext> {
+    const batch = loading.get(t.id);
+    loading.delete(t.id);
+    let context = batch ? (await batch.catch(() => null))?.get(t.message_id) : undefined;
+    // One bad message must not fail the others of its batch: load this one alone.
+    context ??= (await contexts.load([t])).get(t.message_id);
+    if (!context) throw new Error(`message ${t.message_id} of transmission ${t.id} not found`);
+    return context;
+  }
+
+  /** recipient -> suppressed -> route -> compose -> send: the attempt's outcome. */
+  async function attempt(t: ClaimedTransmission, context: MessageContext, started: number): Promise<DeliveryOutcome> {
+    const recipient = envelopeAddress(context.payload.recipientOverride ?? t.recipient);
+    if (!recipient) return localOutcome('failed', 'INVALID_RECIPIENT', `not a deliverable address: ${t.recipient}`, started);
+
+    const suppression = await findActiveSuppression(store.db, t.project_id, recipient.address, clock.now());
+    if (suppression) {
+      const why = suppression.status === 'rejected' ? 'on the suppression list' : `suppressed until ${formatIsoTime(suppression.blocked_until)}`;
+      return localOutcome('failed', 'SUPPRESSED', `${recipient.address} is ${why} (${suppression.suppression_state})`, started);
+    }
+
+    // A sandbox project (docs/sandbox.md): no routing, and the sandbox adapter answers instead of SMTP.
+    const route = context.sandbox ? null : await router.route(recipient.domain);
+    if (route && route.kind !== 'route') return localOutcome(route.kind, route.resultCode, route.resultMessage, started);
+
+    let composed;
+    try {
+      composed = await contexts.compose(context, t);
+    } catch (error) {
+      // A header value made invalid by variable substitution (domain/headers.ts): no retry can fix it.
+      if (error instanceof HeaderValueError) return localOutcome('failed', 'INVALID_HEADER', error.message, started);
+      throw error;
+    }
+    if (route === null) {
+      const reply = sandboxReply(recipient.address, t.attempts);
+      return { ...classifySmtpReply(reply), host: reply.host, durationMs: elapsed(started), complaint: reply.complaint };
+    }
+    const raw = addressedMime(composed, t.recipient, t.recipient_name);
+    const envelope = { from: returnPathFor(config.bounceDomain, t.id, verpTagKey(services)), to: recipient.address };
+    const sent = await smtp.sendVia(route.destinations, envelope, raw, composed.dkim);
+    return { ...classifySmtpReply(sent), host: sent.host || null, durationMs: elapsed(started), tls: sent.tls ?? null };
+  }
+
+  /** decide: the new state, the event and the attempt, from the outcome (pure but for the clock). */
+  function decide(t: ClaimedTransmission, context: MessageContext | undefined, outcome: DeliveryOutcome, startedAt: number): DeliveryFinish {
+    const now = clock.now();
+    // The retry deadline counts from acceptance, or from send_at for a scheduled message.
+    const decided = decideTransmissionOutcome(policy, outcome, { createdAt: Math.max(t.created_at, context?.payload.sendAt ?? 0), attemptsBefore: t.attempts }, now);
+    const { state, resultMessage, kind, eventType } = decided;
+    const address = context?.payload.recipientOverride ?? t.recipient;
+    const alongside = async (trx: Tx, attempts: number): Promise<void> => {
+      if (outcome.bounce) {
+        await recordBounce(trx, { projectId: t.project_id, address, kind: outcome.bounce, message: `${outcome.resultCode} ${outcome.resultMessage}`, now, transmissionId: t.id });
+      }
+      if (!context) return;
+      const payload = buildEventPayload(
+        {
+          transmissionId: t.id,
+          messageId: context.id,
+          messageUid: context.uid,
+          uniqueId: context.uniqueId,
+          projectUid: context.projectUid,
+          recipient: t.recipient,
+          globalVariables: context.payload.variables,
+          recipientVariables: t.variables,
+        },
+        {
+          kind: eventType,
+          deliveredTo: address,
+          status: state.status,
+          outcome: kind,
+          resultCode: outcome.resultCode,
+          resultMessage,
+          host: outcome.host,
+          attempts,
+          createdAt: t.created_at,
+          nextAttemptAt: state.status === 'retry' ? state.nextAttemptAt : null,
+        },
+        now,
+      );
+      await recordEvent(trx, { accountId: context.accountId, projectId: t.project_id, type: eventType, payload, now });
+      // The sandbox's complaint address: the recipient reports the delivered message as spam.
+      if (outcome.complaint && eventType === 'delivered') {
+        await recordEvent(trx, { accountId: context.accountId, projectId: t.project_id, type: 'spammed', payload, now });
+      }
+    };
+    return {
+      finish: {
+        id: t.id,
+        now,
+        state,
+        resultCode: outcome.resultCode,
+        resultMessage,
+        attempt: { startedAt, durationMs: Math.round(outcome.durationMs), mxHost: outcome.host, outcome: outcome.kind, tls: outcome.tls ?? null },
+      },
+      alongside,
+      attempt: {
+        transmissionId: t.id,
+        messageId: t.message_id,
+        projectId: t.project_id,
+        recipient: address,
+        outcome: outcome.kind,
+        resultCode: outcome.resultCode,
+        resultMessage,
+        mxHost: outcome.host,
+        durationMs: outcome.durationMs,
+        attempt: t.attempts + 1,
+        acceptedAt: t.created_at,
+        status: state.status,
+        tls: outcome.tls ?? null,
+      },
+    };
+  }
+
+  function wakeEvents(): void {
+    if (eventsWakeTimer) return;
+    eventsWakeTimer = setTimeout(() => {
+      eventsWakeTimer = null;
+      store.wake('events');
+    }, EVENTS_WAKE_MS);
+    eventsWakeTimer.unref();
+  }
+
+  const job: LeaseJob<ClaimedTransmission, DeliveryFinish> = {
+    name: 'delivery',
+    wakeOn: 'transmissions',
+    slots: Math.max(1, config.workers),
+    leaseMs: config.leaseMs,
+    pollMs: config.pollMs,
+    stopGraceMs: options.stopGraceMs ?? STOP_GRACE_MS,
+    finishBatchMs: FINISH_BATCH_MS,
+    finishBatchMax: FINISH_BATCH_MAX,
+
+    async claim(worker, limit) {
+      const claimed = await store.write((trx) => claimDueTransmissions(trx, { worker, now: clock.now(), leaseMs: config.leaseMs, limit }));
+      if (claimed.length > 0) {
+        const batch = contexts.load(claimed);
+        batch.catch(() => {}); // each transmission handles a failed batch read itself (load)
+        for (const t of claimed) loading.set(t.id, batch);
+      }
+      return claimed;
+    },
+    idOf: (t) => t.id,
+
+    async work(t: ClaimedTransmission, { outage, signal }: UnitContext): Promise<DeliveryFinish> {
+      const startedAt = clock.now();
+      const started = performance.now();
+      let context: MessageContext | undefined;
+      let outcome: DeliveryOutcome;
+      try {
+        for (;;) {
+          try {
+            context = await load(t);
+            outcome = await attempt(t, context, started);
+            break;
+          } catch (error) {
+            // Every database read comes before the SMTP conversation: while the database is away
+            // nothing was sent yet, so the attempt waits and starts over.
+            if (signal.aborted || !outage.failed(error)) throw error;
+            await outage.waitToRetry(() => signal.aborted);
+          }
+        }
+      } catch (error) {
+        // A throw past the adapters is a defect: log it, defer the transmission, record it.
+        log.error({ err: error, transmission: t.id }, 'delivery defect');
+        loading.delete(t.id);
+        outcome = { kind: 'deferred', resultCode: 'INTERNAL_ERROR', resultMessage: 'internal error during delivery (logged)', bounce: null, host: null, durationMs: elapsed(started) };
+      }
+      return decide(t, context, outcome, startedAt);
+    },
+
+    // ONE store.write per batch: guarded UPDATEs, a multi-row attempts INSERT, bounces and events.
+    async finish(worker, finishes) {
+      const inputs = finishes.map((f) => ({ ...f.finish, worker }));
+      return store.write(async (trx) => {
+        const attempts = await finishTransmissions(trx, inputs);
+        for (let i = 0; i < finishes.length; i++) {
+          const n = attempts[i];
+          if (n !== null) await finishes[i].alongside(trx, n);
+        }
+        return attempts.map((n) => n !== null);
+      });
+    },
+    finished(_t, f, kept) {
+      // One line and one count per attempt (docs/operations.md, "Logs"), recorded or not.
+      recordDeliveryAttempt(services, f.attempt);
+      if (kept) wakeEvents();
+    },
+    renew: (worker, ids) => store.write((trx) => renewLeases(trx, worker, ids, clock.now(), config.leaseMs)),
+    release: (worker, ids) => store.write((trx) => releaseTransmissions(trx, worker, ids, clock.now())),
+    stopped() {
+      loading.clear();
+      if (eventsWakeTimer) {
+        clearTimeout(eventsWakeTimer);
+        eventsWakeTimer = null;
+        store.wake('events');
+      }
+      smtp.close();
+      unobserveSmtp();
+    },
+  };
+  return new LeaseRunner(services, job, options.workerId ?? generateWorkerId());
+}
+
+function elapsed(started: number): number {
+  return performance.now() - started;
+}
+
+function localOutcome(kind: OutcomeKind, resultCode: string, resultMessage: string, started: number): DeliveryOutcome {
+  return { kind, resultCode, resultMessage, bounce: null, host: null, durationMs: elapsed(started) };
+}

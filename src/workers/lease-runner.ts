@@ -1,0 +1,358 @@
+// The one runner of leased background work (docs/decisions/0008-lease-runner.md). A job says what
+// a unit of its work is and how to claim, work, record, renew and give back units; the runner owns
+// the rest, the same for deliveries, outbound requests and mailbox sessions:
+//
+//   claim     into the free slots, one statement for many units: once a quarter of the slots are
+//             free (or none is busy), so a stream of completions costs one claim per batch
+//   work      each unit outside any transaction (job.work), concurrently up to the slots
+//   finish    outcomes wait up to finishBatchMs (or until finishBatchMax wait) and are written
+//             together; the claim that refills the freed slots is made in the same turn, so where
+//             writes are group-committed (SQLite) the finishes and the next claim share one commit.
+//             A failed batch is written again one finish at a time, so one bad finish never takes
+//             the others with it; while the database is away a finish waits for it (the work was
+//             done: doing it again when the lease ends would repeat it)
+//   renew     the leases of the units held, every lease / 3
+//   wake      on the job's store.wake channel (NOTIFY on PostgreSQL), and a poll for what comes due
+//   outage    a lost database pauses claims, spaced out (workers/outage.ts), and resumes them
+//   stop      no new claims; the units at work get a bounded grace (and a stop signal: a mailbox
+//             session ends on it); pending finishes are flushed; what is still held is given back
+//
+// Every unit may be worked twice (a lease can end under slow work, a process can die between the
+// work and its finish): jobs make repeats harmless (fixed Message-IDs, event ids).
+import type { Logger } from 'pino';
+import type { BackgroundService } from '../background.ts';
+import type { Services } from '../services.ts';
+import type { WakeChannel } from '../storage/store.ts';
+import { isStoreUnavailable } from '../storage/store.ts';
+import { OutageWatch } from './outage.ts';
+
+/** What a job's work gets besides its unit. */
+export interface UnitContext {
+  /** aborted when the runner stops: long-running units (mailbox sessions) end on it */
+  readonly signal: AbortSignal;
+  /** the job's outage watch: work that reads the database may wait out an outage with it */
+  readonly outage: OutageWatch;
+}
+
+/** A job: units of work claimed under a lease. Every function may assume the runner's sequencing. */
+export interface LeaseJob<Unit, Finish> {
+  readonly name: string;
+  /** the store.wake channel that announces new work */
+  readonly wakeOn: WakeChannel;
+  /** units held at once */
+  readonly slots: number;
+  /** claim when this many slots are free (or none is busy); default a quarter of the slots */
+  readonly claimThreshold?: number;
+  /** largest claim in one statement (default 500) */
+  readonly maxClaim?: number;
+  /** the lease of a claimed unit; renewed every leaseMs / 3 while it is held */
+  readonly leaseMs: number;
+  /** how often to look for work coming due without a wake-up */
+  readonly pollMs: number;
+  /** how long stop() lets units at work finish before giving them back */
+  readonly stopGraceMs: number;
+  /** finishes wait at most this long to be written together ... */
+  readonly finishBatchMs: number;
+  /** ... or until this many wait */
+  readonly finishBatchMax: number;
+
+  /** Claims up to `limit` due units under `worker` (one write). */
+  claim(worker: string, limit: number): Promise<Unit[]>;
+  idOf(unit: Unit): number;
+  /** The unit's work, outside any transaction; what to record. */
+  work(unit: Unit, context: UnitContext): Promise<Finish>;
+  /** Writes finishes in one transaction; per finish, whether the lease still held. */
+  finish(worker: string, finishes: Finish[]): Promise<boolean[]>;
+  /** After a finish was written (or failed for good: `kept` false): metrics, logs, wake-ups. */
+  finished?(unit: Unit, finish: Finish, kept: boolean): void;
+  /** Extends the leases of the units held. */
+  renew(worker: string, ids: number[]): Promise<unknown>;
+  /** Gives back units still held at stop (due again at once). */
+  release(worker: string, ids: number[]): Promise<unknown>;
+  /** A wake-up came (before the runner claims). */
+  woken?(): void;
+  /** The runner stopped: close the job's resources. */
+  stopped?(): void;
+}
+
+interface QueuedFinish<Finish> {
+  finish: Finish;
+  resolve: (kept: boolean) => void;
+  reject: (error: unknown) => void;
+}
+
+const DEFAULT_MAX_CLAIM = 500;
+
+export class LeaseRunner<Unit, Finish> implements BackgroundService {
+  readonly name: string;
+  private readonly log: Logger;
+  private readonly outage: OutageWatch;
+  /** every claimed unit until its finish is recorded (what stop() waits for and renew() extends) */
+  private readonly held = new Map<number, Promise<void>>();
+  /**
+   * Slots in use: claimed units still at work. A slot is freed when the work is done, before its
+   * finish is written, so that the claim refilling it can share the finishes' commit.
+   */
+  private working = 0;
+  private finishQueue: Array<QueuedFinish<Finish>> = [];
+  private finishTimer: NodeJS.Timeout | null = null;
+  private claiming: Promise<void> | null = null;
+  /** the last claim was full, or a wake-up came since: there may be more due units */
+  private moreDue = true;
+  private wokeDuringClaim = false;
+  private stopping = false;
+  private readonly abort = new AbortController();
+  private pollTimer: NodeJS.Timeout | null = null;
+  private renewTimer: NodeJS.Timeout | null = null;
+  private unlisten: (() => Promise<void>) | null = null;
+
+  constructor(
+    private readonly services: Services,
+    private readonly job: LeaseJob<Unit, Finish>,
+    /** the process's registry id (workers/process-registry.ts): every claim is locked_by it */
+    readonly workerId: string,
+  ) {
+    this.name = job.name;
+    this.log = services.log;
+    this.outage = new OutageWatch(services.log, job.name);
+  }
+
+  async start(): Promise<void> {
+    this.unlisten = await this.services.store.onWake(this.job.wakeOn, () => this.wake());
+    this.pollTimer = setInterval(() => this.lookForWork(), Math.max(10, this.job.pollMs));
+    this.pollTimer.unref();
+    this.renewTimer = setInterval(
+      () => void this.renewLeases().catch((error) => this.outage.failed(error) || this.log.error({ err: error, job: this.name }, 'renewing leases failed')),
+      Math.max(1000, Math.floor(this.job.leaseMs / 3)),
+    );
+    this.renewTimer.unref();
+    this.lookForWork();
+  }
+
+  /** A wake-up: new work is due (the job hears of it first). */
+  wake(): void {
+    if (this.stopping) return;
+    this.job.woken?.();
+    this.lookForWork();
+  }
+
+  /** Claims into the free slots now, without waiting for the work (tests). */
+  async claimNow(): Promise<void> {
+    while (this.claiming) await this.claiming;
+    this.moreDue = true;
+    await this.fill();
+  }
+
+  /** Work may be due (a wake-up, the poll): claim if slots are free. */
+  private lookForWork(): void {
+    if (this.stopping) return;
+    this.moreDue = true;
+    if (this.claiming) this.wokeDuringClaim = true;
+    else void this.fill();
+  }
+
+  /** Units held now (claimed, finish not recorded yet). */
+  heldIds(): number[] {
+    return [...this.held.keys()];
+  }
+
+  /** Extends the lease of every unit held; resolves to how many were asked for. */
+  async renewLeases(): Promise<number> {
+    const ids = this.heldIds();
+    if (ids.length === 0) return 0;
+    await this.job.renew(this.workerId, ids);
+    return ids.length;
+  }
+
+  /**
+   * Claims what is due now (up to the free slots), works it and waits until those units are
+   * recorded; resolves to how many were claimed. Tests drive a job with this and a ManualClock.
+   */
+  async runOnce(): Promise<number> {
+    while (this.claiming) await this.claiming;
+    let claimed: Unit[] = [];
+    this.claiming = (async () => {
+      claimed = await this.claim(this.job.slots - this.busy());
+    })();
+    try {
+      await this.claiming;
+    } finally {
+      this.claiming = null;
+    }
+    await Promise.all(claimed.map((unit) => this.launch(unit)));
+    return claimed.length;
+  }
+
+  /** Until nothing is held (tests, drains). */
+  async idle(): Promise<void> {
+    while (this.held.size > 0 || this.claiming) {
+      await Promise.race([...this.held.values(), ...(this.claiming ? [this.claiming] : [])]);
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    if (this.renewTimer) clearInterval(this.renewTimer);
+    await this.unlisten?.();
+    await this.claiming;
+    this.abort.abort();
+    const all = Promise.allSettled([...this.held.values()]);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([all, new Promise((resolve) => (timer = setTimeout(resolve, this.job.stopGraceMs)))]);
+    clearTimeout(timer);
+    this.flushFinishes();
+    if (this.held.size > 0) {
+      // Give back what is still held so the next process need not wait for the leases. Work that
+      // completes after this may be repeated elsewhere: the job makes repeats harmless.
+      const ids = this.heldIds();
+      this.log.warn({ job: this.name, held: ids.length }, 'stopped with work in flight; releasing it');
+      await this.job.release(this.workerId, ids).catch(() => {});
+    }
+    this.job.stopped?.();
+  }
+
+  /** Claimed units at work plus finishes not yet written: at most `slots` unrecorded at once. */
+  private busy(): number {
+    return this.working + this.finishQueue.length;
+  }
+
+  /**
+   * Claims while slots are free and units are due. Outside a finish flush a claim waits for the
+   * claim threshold (unless nothing is busy), so one statement feeds many units; in a flush any
+   * free slot is refilled (`threshold` 1), as the claim then joins the finishes' commit.
+   */
+  private fill(threshold?: number): Promise<void> {
+    if (this.claiming || this.stopping || this.outage.holdingOff()) return this.claiming ?? Promise.resolve();
+    const claiming = this.claimWhileFree(threshold);
+    this.claiming = claiming;
+    // Cleared after the loop (which may end without awaiting); a wake-up in between claims again.
+    void claiming.then(() => {
+      if (this.claiming !== claiming) return;
+      this.claiming = null;
+      const woken = this.wokeDuringClaim;
+      this.wokeDuringClaim = false;
+      if (woken && this.moreDue && !this.stopping) void this.fill();
+    });
+    return claiming;
+  }
+
+  private async claimWhileFree(threshold: number | undefined): Promise<void> {
+    try {
+      const slots = Math.max(1, this.job.slots);
+      const minimum = threshold ?? this.job.claimThreshold ?? Math.max(1, Math.floor(slots / 4));
+      while (!this.stopping && this.moreDue) {
+        const busy = this.busy();
+        const free = slots - busy;
+        if (free <= 0 || (busy > 0 && free < minimum)) break;
+        this.wokeDuringClaim = false;
+        const limit = Math.min(free, this.job.maxClaim ?? DEFAULT_MAX_CLAIM);
+        const claimed = await this.claim(limit);
+        for (const unit of claimed) void this.launch(unit);
+        if (claimed.length < limit && !this.wokeDuringClaim) this.moreDue = false;
+      }
+    } catch (error) {
+      if (!this.outage.failed(error)) this.log.error({ err: error, job: this.name }, 'claiming failed');
+    }
+  }
+
+  private async claim(limit: number): Promise<Unit[]> {
+    if (limit <= 0 || this.stopping) return [];
+    const claimed = await this.job.claim(this.workerId, limit);
+    this.outage.succeeded();
+    return claimed;
+  }
+
+  private launch(unit: Unit): Promise<void> {
+    const id = this.job.idOf(unit);
+    this.working++;
+    const done = this.workAndRecord(unit).finally(() => {
+      this.held.delete(id);
+      if (this.moreDue && !this.stopping) void this.fill();
+    });
+    this.held.set(id, done);
+    return done;
+  }
+
+  private async workAndRecord(unit: Unit): Promise<void> {
+    let finish: Finish;
+    try {
+      finish = await this.job.work(unit, { signal: this.abort.signal, outage: this.outage });
+    } catch (error) {
+      // A job's work handles what it expects; a throw is a defect. The lease still holds the
+      // unit: it is worked again when the lease ends.
+      this.log.error({ err: error, job: this.name, unit: this.job.idOf(unit) }, 'background work failed unexpectedly');
+      return;
+    } finally {
+      this.working--;
+    }
+    let kept = false;
+    try {
+      for (;;) {
+        try {
+          kept = await this.finishSoon(finish);
+          break;
+        } catch (error) {
+          if (this.stopping || !this.outage.failed(error)) throw error;
+          await this.outage.waitToRetry(() => this.stopping);
+        }
+      }
+    } catch (error) {
+      // The lease still holds the unit; it is worked again when the lease ends. After stop() gave
+      // it back (and the store may be closed) this is expected, not an error.
+      if (this.stopping) this.log.debug({ err: error, job: this.name, unit: this.job.idOf(unit) }, 'finish not recorded: stopping');
+      else this.log.error({ err: error, job: this.name, unit: this.job.idOf(unit) }, 'recording a finish failed');
+      this.job.finished?.(unit, finish, false);
+      return;
+    }
+    if (!kept) this.log.warn({ job: this.name, unit: this.job.idOf(unit) }, 'lease lost before the finish was recorded; the new holder owns the unit');
+    this.job.finished?.(unit, finish, kept);
+  }
+
+  private finishSoon(finish: Finish): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      this.finishQueue.push({ finish, resolve, reject });
+      // Waiting finishes hold their slots: flush early once finishBatchMax wait (at most half the
+      // slots), so a small job never idles on the timer.
+      const limit = Math.max(1, Math.min(this.job.finishBatchMax, Math.floor(this.job.slots / 2)));
+      if (this.finishQueue.length >= limit || this.stopping) this.flushFinishes();
+      else this.finishTimer ??= setTimeout(() => this.flushFinishes(), this.job.finishBatchMs);
+    });
+  }
+
+  private flushFinishes(): void {
+    if (this.finishTimer) clearTimeout(this.finishTimer);
+    this.finishTimer = null;
+    const batch = this.finishQueue;
+    this.finishQueue = [];
+    if (batch.length > 0) {
+      // One transaction where writes are group-committed (SQLite: one fsync for the batch); where
+      // each write commits on its own pooled connection (PostgreSQL), the store splits the batch
+      // so the pool's connections work in parallel (docs/decisions/0003-performance.md).
+      const size = this.services.store.writeBatchSize(batch.length);
+      for (let i = 0; i < batch.length; i += size) void this.writeFinishes(batch.slice(i, i + size));
+    }
+    // Refill the slots these units freed in the same turn: the claim joins this group commit.
+    if (this.moreDue && !this.stopping) void this.fill(1);
+  }
+
+  private async writeFinishes(batch: Array<QueuedFinish<Finish>>): Promise<void> {
+    let kept: boolean[];
+    try {
+      kept = await this.job.finish(
+        this.workerId,
+        batch.map((b) => b.finish),
+      );
+    } catch (error) {
+      if (batch.length === 1 || this.stopping || isStoreUnavailable(error)) {
+        for (const b of batch) b.reject(error);
+        return;
+      }
+      this.log.warn({ err: error, job: this.name, finishes: batch.length }, 'a batch of finishes failed; writing them one by one');
+      await Promise.all(batch.map((b) => this.job.finish(this.workerId, [b.finish]).then(([one]) => b.resolve(one), b.reject)));
+      return;
+    }
+    batch.forEach((b, i) => b.resolve(kept[i]));
+  }
+}
