@@ -1,7 +1,6 @@
 // The logger. Secrets never reach it: request bodies are never logged, and these paths are
 // redacted wherever an object carrying them is logged by mistake.
 import pino, { type Logger } from 'pino';
-import { requestLogFields } from './observability/request-context.ts';
 
 export const REDACT_PATHS = [
   'api_key', '*.api_key', 'apiKey', '*.apiKey', 'password', '*.password', 'pass', '*.pass', 'auth.pass',
@@ -10,5 +9,5 @@ export const REDACT_PATHS = [
 ];
 
 export function createLogger(level: string): Logger {
-  return pino({ level, redact: { paths: REDACT_PATHS, censor: '[redacted]' }, base: { service: 'posthorn' }, mixin: requestLogFields });
+  return pino({ level, redact: { paths: REDACT_PATHS, censor: '[redacted]' }, base: { service: 'posthorn' } });
 }
