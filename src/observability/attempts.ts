@@ -5,8 +5,22 @@
 // Privacy: a log line names the recipient's domain, never the address, unless the operator sets
 // --log-addresses. An outbound request is named by its host, never its full URL (paths and query
 // strings carry tokens). No secret is ever passed here.
+import type { Logger } from 'pino';
 import type { Services } from '../services.ts';
 import { domainGroup, httpStatusClass, metricsOf, smtpCodeClass } from './metrics.ts';
+
+/**
+ * The attempt lines are built here field by field and carry nothing secret, so they skip the
+ * logger's redaction (log.ts), a safety net for objects logged by mistake whose wildcard paths
+ * cost several times the rest of writing a line (~25 µs against ~5 µs per line with pino 9 on the
+ * bench machine: a few percent of a draining worker).
+ */
+const attemptLoggers = new WeakMap<Logger, Logger>();
+function attemptLog(services: Services): Logger {
+  let log = attemptLoggers.get(services.log);
+  if (!log) attemptLoggers.set(services.log, (log = services.log.child({}, { redact: { paths: [] } })));
+  return log;
+}
 
 export interface DeliveryAttemptRecord {
   transmissionId: number;
@@ -62,7 +76,7 @@ export function recordDeliveryAttempt(services: Services, a: DeliveryAttemptReco
   };
   if (services.config.logAddresses) line.recipient = a.recipient;
   if (a.outcome !== 'sent' && a.resultMessage) line.reply = a.resultMessage.slice(0, 300);
-  services.log.info(line, 'delivery attempt');
+  attemptLog(services).info(line, 'delivery attempt');
 }
 
 export interface OutboundAttemptRecord {
@@ -95,7 +109,7 @@ export function recordOutboundAttempt(services: Services, a: OutboundAttemptReco
   const metrics = metricsOf(services);
   metrics.outboundAttempts.inc({ kind: a.kind, outcome: a.outcome, status_class: httpStatusClass(a.statusCode) });
   metrics.outboundAttemptDuration.observe({ kind: a.kind }, Math.max(0, a.durationMs) / 1000);
-  services.log.info(
+  attemptLog(services).info(
     {
       event: 'outbound_attempt',
       request: a.requestId,
