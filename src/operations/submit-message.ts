@@ -4,8 +4,9 @@
 // this resolves.
 //
 //   header section checked (no NUL, no bare CR or LF, every line a field) -> uid (header, or the
-//   hash of envelope + bytes) -> Bcc and the uid header removed, Message-ID and Date added when
-//   missing -> store message + one transmission per RCPT TO -> wake delivery
+//   hash of envelope + bytes) -> tracking header read -> Bcc, the uid and tracking headers removed,
+//   Message-ID and Date added when missing -> store message + one transmission per RCPT TO -> wake
+//   delivery
 //
 // The MIME is kept as sent: only whole header fields are removed or added at the top; the body and
 // every other header byte are stored and delivered unchanged (payload.raw, domain/message-payload.ts).
@@ -24,6 +25,12 @@ import { recordMessageAccepted } from '../observability/attempts.ts';
 
 /** Headers that name the message's uid (docs/smtp-submission.md); removed before delivery. */
 export const UID_HEADERS = ['x-posthorn-uid', 'x-postageapp-uid'] as const;
+
+/**
+ * `X-Posthorn-Tracking: on | off`: the message's own tracking choice over the project's setting
+ * (payload.tracking; docs/smtp-submission.md, "Open and click tracking"); removed before delivery.
+ */
+export const TRACKING_HEADER = 'x-posthorn-tracking';
 
 export interface SubmitMessageInput {
   /** MAIL FROM (the envelope sender; '' for the null sender) */
@@ -72,12 +79,15 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
 
   const given = UID_HEADERS.map(first).find((f) => f !== undefined);
   const uid = given ? readUidHeader(given.value) : deriveSubmissionUid(input);
+  const trackingField = first(TRACKING_HEADER);
+  const tracking = trackingField ? readTrackingHeader(trackingField.value) : null;
   const now = services.clock.now();
 
-  // Removed: Bcc (its recipients are in the envelope; the header must not reach anyone) and the
-  // uid headers (instructions to this service). Added at the top when missing: Message-ID (made
-  // from the uid, as for the API) and Date (acceptance time). Everything else is kept byte for byte.
-  const drop = new Set<string>(['bcc', ...UID_HEADERS]);
+  // Removed: Bcc (its recipients are in the envelope; the header must not reach anyone), the uid
+  // and tracking headers (instructions to this service). Added at the top when missing: Message-ID
+  // (made from the uid, as for the API) and Date (acceptance time). Everything else is kept byte
+  // for byte.
+  const drop = new Set<string>(['bcc', ...UID_HEADERS, TRACKING_HEADER]);
   const added: string[] = [];
   const existingMessageId = first('message-id')?.value ?? '';
   const messageId = existingMessageId !== '' ? existingMessageId : messageIdFor(uid, services.config.mailerHost);
@@ -121,7 +131,7 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
     variables: {},
     attachments: [],
     recipientOverride: null,
-    tracking: null,
+    tracking,
     raw: mime.toString('base64'),
   };
   const payloadJson = JSON.stringify(payload);
@@ -233,6 +243,14 @@ function checkedHeaderValue(name: string, value: string): string {
     if (error instanceof HeaderValueError) throw new SubmissionRefused(550, `5.6.0 ${error.message}`);
     throw error;
   }
+}
+
+/** on: tracked even when the project has tracking off; off: never tracked. */
+function readTrackingHeader(value: string): boolean {
+  const choice = value.toLowerCase();
+  if (choice === 'on') return true;
+  if (choice === 'off') return false;
+  throw new SubmissionRefused(550, '5.6.0 X-Posthorn-Tracking must be on or off');
 }
 
 function readUidHeader(value: string): string {
