@@ -4,12 +4,15 @@
 // The cache is bounded (entries and payload bytes), least recently used out first. A claimed batch
 // is loaded with ONE query for the messages not cached yet. Composition is cached per distinct
 // content: one build per message, or per distinct set of recipient variables when the content has
-// {{variables}}; never cached when tracking makes every transmission's HTML its own.
+// {{variables}}; never cached when tracking makes every transmission's HTML its own. A message
+// submitted over SMTP with tracking keeps its stored MIME cached (one decode and one DKIM key
+// lookup per message) and each transmission gets its own copy with its HTML parts rewritten.
 import type { Services } from '../services.ts';
 import { parsePayload, type MessagePayload } from '../domain/message-payload.ts';
 import { mergeVariables, type Variables } from '../domain/variables.ts';
 import type { ClaimedTransmission } from '../storage/delivery-queue.ts';
 import { composeMime, payloadHasVariables, type ComposedMime } from '../domain/compose-mime.ts';
+import { rewriteHtmlParts } from '../domain/rewrite-html-parts.ts';
 import { findDkimKey, type DkimKey } from './dkim.ts';
 import { applyTracking } from './tracking.ts';
 import { trackingSigningKey } from '../domain/tracking-token.ts';
@@ -100,11 +103,24 @@ export class MessageContexts {
   /** The MIME of a transmission (without its To line), composed or from the cache. */
   compose(context: MessageContext, t: ClaimedTransmission): Promise<ComposedVariant> {
     const variables = this.variablesOf(context, t);
-    if (context.tracking && context.payload.html) {
-      return this.build(context, variables, (html) =>
-        applyTracking(html, { transmissionId: t.id, publicUrl: this.services.config.publicUrl }, trackingSigningKey(this.services)),
-      );
+    if (context.tracking) {
+      const target = { transmissionId: t.id, publicUrl: this.services.config.publicUrl };
+      const signingKey = trackingSigningKey(this.services);
+      const track = (html: string) => applyTracking(html, target, signingKey);
+      // Composed content: the HTML is rewritten before it is encoded, one build per transmission.
+      if (context.payload.html) return this.build(context, variables, track);
+      // Submitted over SMTP (docs/smtp-submission.md): the stored MIME is shared and cached as for
+      // any message; this transmission's copy has its text/html parts rewritten, the rest byte
+      // for byte. DKIM signs the copy as sent (smtp-client.ts), after this.
+      if (context.payload.raw !== undefined) {
+        return this.shared(context, t, variables).then((shared) => ({ ...shared, mime: rewriteHtmlParts(shared.mime, track) }));
+      }
     }
+    return this.shared(context, t, variables);
+  }
+
+  /** The composition every transmission with the same content shares, cached. */
+  private shared(context: MessageContext, t: ClaimedTransmission, variables: Variables): Promise<ComposedVariant> {
     const key = context.hasVariables ? (t.variables ?? '') : '';
     let variant = context.variants.get(key);
     if (!variant) {

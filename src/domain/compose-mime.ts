@@ -39,7 +39,8 @@ export async function composeMime(
   opts: { date: Date; transformHtml?: (html: string) => string },
 ): Promise<ComposedMime> {
   // Submitted over SMTP: sent as stored, byte for byte (docs/smtp-submission.md). Nothing is
-  // rendered ({{ }} in such a message is content) and tracking is not applied.
+  // rendered ({{ }} in such a message is content); tracking, when it applies, rewrites each
+  // transmission's copy of these bytes (delivery/message-contexts.ts, domain/rewrite-html-parts.ts).
   if (payload.raw !== undefined) return { mime: Buffer.from(payload.raw, 'base64'), fromAddress: firstAddress(payload.from ?? undefined), addressed: true };
   // Escaping follows the part (domain/variables.ts): HTML-escaped in the HTML part only. Rows
   // accepted before the template language keep their plain substitution (payload.syntax absent).

@@ -5,7 +5,8 @@
 // (writers) and delivery/ (reader).
 //
 // Versions: 1 is composed content (send_message). 2 adds `raw`: a message submitted over SMTP
-// (docs/smtp-submission.md), delivered as those bytes, not recomposed; its from/subject are the
+// (docs/smtp-submission.md), delivered as those bytes, not recomposed (with tracking, each copy's
+// text/html parts rewritten: domain/rewrite-html-parts.ts); its from/subject are the
 // decoded header values for reports, and text/html/headers/attachments stay empty. A version 1
 // row reads as before (no raw).
 import type { TemplateSyntax, VariableValue } from './variables.ts';
@@ -42,7 +43,10 @@ export interface MessagePayload {
   attachments: PayloadAttachment[];
   /** when set, every copy goes to this address instead of the recorded recipient */
   recipientOverride: string | null;
-  /** per-message tracking opt-in (null: the project's setting decides) */
+  /**
+   * per-message tracking opt-in (null: the project's setting decides); a submitted message's
+   * X-Posthorn-Tracking header (docs/smtp-submission.md)
+   */
   tracking?: boolean | null;
   /**
    * v2, SMTP submission: the whole message (base64) as it goes to every recipient, Bcc removed
