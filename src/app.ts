@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { BACKGROUND_FACTORIES, type BackgroundService } from './background.ts';
+import { BACKGROUND_FACTORIES } from './background.ts';
 import { ProcessRegistry } from './workers/process-registry.ts';
 import type { Config } from './config.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
@@ -11,7 +11,7 @@ import { SecretBox } from './domain/secret-box.ts';
 import { buildHttpServer } from './http/server.ts';
 import { createLogger } from './log.ts';
 import { forgetDkimKeys } from './delivery/dkim.ts';
-import type { Ports, Services } from './services.ts';
+import type { BackgroundService, Ports, Services } from './services.ts';
 import { loadSecretKey } from './storage/secret-key.ts';
 import { sqliteFileFrom } from './storage/dialects/sqlite.ts';
 import { openStore } from './storage/store.ts';

@@ -42,3 +42,19 @@ export interface Ports {
   /** forgets this process's cached DKIM keys of an account, after its domains changed */
   forgetDkimKeys(accountId: number): void;
 }
+
+/** A long-running part of a process (a job, a listener): started with the process, stopped with it. */
+export interface BackgroundService {
+  readonly name: string;
+  start(): Promise<void>;
+  /** Stops taking work, lets work in flight finish (bounded), releases resources. */
+  stop(): Promise<void>;
+}
+
+/** What the jobs of one process share: the registry id every claim of this process is locked_by. */
+export interface WorkerProcessContext {
+  readonly workerId: string;
+}
+
+/** Each feature contributes one (src/background.ts lists them); null where it is not configured. */
+export type BackgroundFactory = (services: Services, process?: WorkerProcessContext) => BackgroundService | null;

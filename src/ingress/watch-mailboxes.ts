@@ -18,9 +18,8 @@
 import fs from 'node:fs';
 import tls from 'node:tls';
 import { ImapFlow } from 'imapflow';
-import type { BackgroundService } from '../background.ts';
+import type { BackgroundService, Services } from '../services.ts';
 import { generateWorkerId } from '../domain/keys.ts';
-import type { Services } from '../services.ts';
 import {
   claimDueMailboxes,
   endMailboxSessions,

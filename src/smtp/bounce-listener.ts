@@ -6,11 +6,10 @@
 // any MX of a domain without TLS configured.
 import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
-import type { BackgroundService } from '../background.ts';
+import type { BackgroundService, Services } from '../services.ts';
 import { transmissionIdFromReturnPath, verpTagKey } from '../domain/verp.ts';
 import { processBounceMail } from '../operations/bounces.ts';
 import { limitSmtpServer, smtpLimitsFrom } from '../listener-limits.ts';
-import type { Services } from '../services.ts';
 
 /** Largest bounce accepted: reports quote the original message, which may carry attachments. */
 export const MAX_BOUNCE_BYTES = 10 * 1024 * 1024;

@@ -1,6 +1,6 @@
 // The SMTP edges: the bounce listener runs when --bounce-port is set, SMTP submission when
 // --submission-port or --submission-tls-port is (0 picks a free port).
-import type { BackgroundFactory } from '../background.ts';
+import type { BackgroundFactory } from '../services.ts';
 import { BounceListener } from './bounce-listener.ts';
 import { SubmissionListener } from './submission.ts';
 

@@ -17,13 +17,12 @@
 import fs from 'node:fs';
 import net, { type AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerAuthentication, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
-import type { BackgroundService } from '../background.ts';
+import type { BackgroundService, Services } from '../services.ts';
 import { ApiError } from '../domain/errors.ts';
 import { authenticate } from '../operations/authenticate.ts';
 import type { ProjectCaller } from '../operations/context.ts';
 import { takeKeyToken } from '../operations/rate-limits.ts';
 import { submitMessage, SubmissionRefused } from '../operations/submit-message.ts';
-import type { Services } from '../services.ts';
 
 /** Failed AUTH attempts allowed per client address per window before it is turned away. */
 export const MAX_AUTH_FAILURES = 10;

@@ -2,8 +2,7 @@
 // fan-out (fan-out-events.ts: events -> webhook requests, a sweep) and the dispatch of every due
 // outbound request, webhooks and mailbox postbacks alike (dispatch-outbound.ts, a leased job).
 // docs/webhooks.md describes what endpoints receive.
-import type { BackgroundFactory, BackgroundService } from '../background.ts';
-import type { Services } from '../services.ts';
+import type { BackgroundFactory, BackgroundService, Services } from '../services.ts';
 import { hasUndispatchedEvents } from '../storage/events.ts';
 import { hasDueOutbound } from '../storage/outbound.ts';
 import { createDispatchWorker } from './dispatch-outbound.ts';

@@ -20,8 +20,7 @@
 // Every unit may be worked twice (a lease can end under slow work, a process can die between the
 // work and its finish): jobs make repeats harmless (fixed Message-IDs, event ids).
 import type { Logger } from 'pino';
-import type { BackgroundService } from '../background.ts';
-import type { Services } from '../services.ts';
+import type { BackgroundService, Services } from '../services.ts';
 import type { WakeChannel } from '../storage/store.ts';
 import { isStoreUnavailable } from '../storage/store.ts';
 import { OutageWatch } from './outage.ts';

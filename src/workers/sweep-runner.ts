@@ -8,8 +8,7 @@
 //             after start
 //   outage    a lost database pauses the job (workers/outage.ts); the next tick tries again
 //   stop      no new runs; the run under way is told to stop (shouldStop) and awaited
-import type { BackgroundService } from '../background.ts';
-import type { Services } from '../services.ts';
+import type { BackgroundService, Services } from '../services.ts';
 import type { WakeChannel } from '../storage/store.ts';
 import { OutageWatch } from './outage.ts';
 

@@ -4,10 +4,9 @@
 // (--role worker), which has no API listener, it also serves /healthz, /readyz and /metrics on a
 // small listener of its own (--ops-port, --ops-host).
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
-import type { BackgroundService } from '../../background.ts';
+import type { BackgroundService, Services } from '../../services.ts';
 import { httpLimitsFrom, limitHttpServer } from '../../listener-limits.ts';
 import { setLoopState } from '../../observability/readiness.ts';
-import type { Services } from '../../services.ts';
 import { addOperationsRoutes } from './plugin.ts';
 
 export class OperationsService implements BackgroundService {
