@@ -1,7 +1,8 @@
 // send_message: accept a message for delivery. The ingest hot path (docs/decisions/0003-performance.md: ~10,000 durable
 // requests/s on SQLite), so it does exactly this much I/O: one template-chain query (only when a
-// template is named), then ONE transaction holding one message INSERT ... RETURNING id and one
-// multi-row transmissions INSERT. A duplicate uid is found by the unique constraint, not a SELECT.
+// template is named), then the message and its transmissions stored atomically by
+// storage/messages.ts storeAcceptedMessage (ONE statement on PostgreSQL, one unit of the group
+// commit on SQLite). A duplicate uid is found by the unique constraint, not a SELECT.
 //
 //   [the edge reads the request (400, 406)] -> template and its layouts (412) -> recipients, addresses (412)
 //   -> uid (given, or the hash of the arguments) -> store message + transmissions -> wake delivery
@@ -13,9 +14,10 @@ import type { MessagePayload } from '../domain/message-payload.ts';
 import { messageIdFor, uniqueIdFor } from '../domain/message-uid.ts';
 import { acceptMessage, deliveryAddress, isNullSink, type AcceptedMessage, type SendRequest } from '../domain/send-request.ts';
 import { checkLayoutChain, MAX_LAYOUT_CHAIN, type TemplateLevel } from '../domain/templates.ts';
-import { insertMessage } from '../storage/messages.ts';
+import { storeAcceptedMessage, type AcceptedCopy } from '../storage/messages.ts';
 import { findTemplateChain } from '../storage/template-layouts.ts';
-import { insertTransmissions, listCompletedTransmissions, type AcceptedTransmission } from '../storage/transmissions.ts';
+import { listCompletedTransmissions } from '../storage/transmissions.ts';
+import { isDuplicate } from '../storage/duplicates.ts';
 import { recordEvent } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
 import { buildEventPayload } from '../domain/events.ts';
@@ -56,38 +58,38 @@ export async function sendMessage(services: Services, caller: ProjectCaller, req
   // Everything but the inserts is computed before the transaction: on SQLite the transactions of
   // concurrent requests share one commit, and time spent inside delays all of them.
   const payload = JSON.stringify(buildPayload(accepted, request, messageIdFor(uid, services.config.mailerHost), sendAt));
-  const rows = transmissionRows(accepted, caller.project.id, request.deliver, now, sendAt ?? now);
-  const completedNow = rows.some((row) => row.status === 'completed');
-  const id = await services.store.write(async (trx) => {
-    const inserted = await insertMessage(trx, {
-      project_id: caller.project.id,
-      uid,
-      unique_id: uniqueIdFor(uid, services.config.mailerHost),
-      template: request.template,
-      subject: accepted.subject,
-      from_address: accepted.from,
-      recipient_count: accepted.copies.length,
-      deliver: request.deliver ? 1 : 0,
-      created_at: now,
-      payload,
-    });
-    // A duplicate uid: the thrown answer rolls this unit back.
-    if (inserted.duplicate) throw duplicateMessageUid(uid);
-    const messageId = inserted.id;
-    for (const row of rows) row.message_id = messageId;
-    await insertTransmissions(trx, rows);
+  const copies = acceptedCopies(accepted, request.deliver);
+  const completedNow = copies.some((copy) => copy.completed !== null);
+  const uniqueId = uniqueIdFor(uid, services.config.mailerHost);
+  const stored = await storeAcceptedMessage(
+    services.store,
+    {
+      message: {
+        project_id: caller.project.id,
+        uid,
+        unique_id: uniqueId,
+        template: request.template,
+        subject: accepted.subject,
+        from_address: accepted.from,
+        deliver: request.deliver ? 1 : 0,
+        created_at: now,
+        payload,
+      },
+      copies,
+      dueAt: sendAt ?? now,
+    },
     // Copies completed here (null.postageapp.com, deliver: false) get the event a delivery would
-    // write, in this transaction (docs/sandbox.md). Not on the common path: only then is it read back.
-    if (completedNow) {
-      const message = { id: messageId, uid, uniqueId: uniqueIdFor(uid, services.config.mailerHost) };
-      await recordAcceptanceEvents(trx, caller, message, { variables: request.variables, recipientOverride: accepted.recipientOverride }, now);
-    }
-    return messageId;
-  });
+    // write, in the same transaction (docs/sandbox.md). Not on the common path: only then is it read back.
+    completedNow
+      ? (trx, messageId) => recordAcceptanceEvents(trx, caller, { id: messageId, uid, uniqueId }, { variables: request.variables, recipientOverride: accepted.recipientOverride }, now)
+      : undefined,
+  );
+  if (isDuplicate(stored)) throw duplicateMessageUid(uid);
+  const id = stored.id;
   if (completedNow) services.store.wake('events');
   // Workers are told only when there is something to deliver (a wake is a NOTIFY on PostgreSQL).
-  if (rows.some((row) => row.status === 'queued')) services.store.wake('transmissions');
-  recordMessageAccepted(services, rows.length);
+  if (copies.some((copy) => copy.completed === null)) services.store.wake('transmissions');
+  recordMessageAccepted(services, copies.length);
   return { id, url: messageUrl(services, id), uid };
 }
 
@@ -120,30 +122,17 @@ function buildPayload(accepted: AcceptedMessage, request: SendRequest, messageId
 }
 
 /**
- * One row per copy. deliver: false completes every copy as NOT_SENT; a copy whose delivery address
- * (after recipient_override) is at null.postageapp.com completes now as SMTP_250 without leaving
- * the machine; every other copy is queued, due now.
+ * One transmission per copy. deliver: false completes every copy as NOT_SENT; a copy whose
+ * delivery address (after recipient_override) is at null.postageapp.com completes now as SMTP_250
+ * without leaving the machine; every other copy is queued, due at once (or at send_at).
  */
-function transmissionRows(accepted: AcceptedMessage, projectId: number, deliver: boolean, now: number, dueAt: number): AcceptedTransmission[] {
-  return accepted.copies.map((copy) => {
-    const outcome = !deliver ? RESULT_NOT_SENT : isNullSink(deliveryAddress(copy, accepted.recipientOverride)) ? RESULT_NULL_SINK : null;
-    const variables = copy.variables && Object.keys(copy.variables).length > 0 ? JSON.stringify(copy.variables) : null;
-    return {
-      message_id: 0, // set to the message's id inside the transaction
-      project_id: projectId,
-      recipient: copy.address,
-      recipient_name: copy.name,
-      variables,
-      status: outcome ? 'completed' : 'queued',
-      next_attempt_at: outcome ? now : dueAt,
-      attempts: 0,
-      created_at: now,
-      updated_at: now,
-      completed_at: outcome ? now : null,
-      result_code: outcome ? outcome.code : null,
-      result_message: outcome ? outcome.message : null,
-    };
-  });
+function acceptedCopies(accepted: AcceptedMessage, deliver: boolean): AcceptedCopy[] {
+  return accepted.copies.map((copy) => ({
+    recipient: copy.address,
+    recipientName: copy.name,
+    variables: copy.variables && Object.keys(copy.variables).length > 0 ? JSON.stringify(copy.variables) : null,
+    completed: !deliver ? RESULT_NOT_SENT : isNullSink(deliveryAddress(copy, accepted.recipientOverride)) ? RESULT_NULL_SINK : null,
+  }));
 }
 
 /**

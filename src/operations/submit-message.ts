@@ -16,8 +16,8 @@ import { checkHeaderValue, HeaderValueError } from '../domain/headers.ts';
 import type { MessagePayload } from '../domain/message-payload.ts';
 import { MAX_UID_CHARS, messageIdFor, uniqueIdFor } from '../domain/message-uid.ts';
 import { isNullSink } from '../domain/send-request.ts';
-import { insertMessage } from '../storage/messages.ts';
-import { insertTransmissions, type AcceptedTransmission } from '../storage/transmissions.ts';
+import { isDuplicate } from '../storage/duplicates.ts';
+import { storeAcceptedMessage, type AcceptedCopy } from '../storage/messages.ts';
 import type { ProjectCaller } from './context.ts';
 import type { Services } from '../services.ts';
 import { messageUrl, recordAcceptanceEvents, RESULT_NULL_SINK, type SentMessage } from './send-message.ts';
@@ -135,51 +135,28 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
     raw: mime.toString('base64'),
   };
   const payloadJson = JSON.stringify(payload);
-  const rows: AcceptedTransmission[] = input.recipients.map((recipient) => {
-    const nullSink = isNullSink(recipient);
-    return {
-      message_id: 0, // set inside the transaction
-      project_id: caller.project.id,
-      recipient,
-      recipient_name: null,
-      variables: null,
-      status: nullSink ? 'completed' : 'queued',
-      next_attempt_at: now,
-      attempts: 0,
-      created_at: now,
-      updated_at: now,
-      completed_at: nullSink ? now : null,
-      result_code: nullSink ? RESULT_NULL_SINK.code : null,
-      result_message: nullSink ? RESULT_NULL_SINK.message : null,
-    };
-  });
-  const completedNow = rows.some((row) => row.status === 'completed');
-  const id = await services.store.write(async (trx) => {
-    const inserted = await insertMessage(trx, {
-      project_id: caller.project.id,
-      uid,
-      unique_id: uniqueIdFor(uid, services.config.mailerHost),
-      template: null,
-      subject,
-      from_address: fromText,
-      recipient_count: rows.length,
-      deliver: 1,
-      created_at: now,
-      payload: payloadJson,
-    });
-    if (inserted.duplicate) throw new SubmissionRefused(550, `5.7.0 Uid ${uid} already exists. Assuming message duplication.`);
-    const messageRowId = inserted.id;
-    for (const row of rows) row.message_id = messageRowId;
-    await insertTransmissions(trx, rows);
-    if (completedNow) {
-      const message = { id: messageRowId, uid, uniqueId: uniqueIdFor(uid, services.config.mailerHost) };
-      await recordAcceptanceEvents(trx, caller, message, { variables: {}, recipientOverride: null }, now);
-    }
-    return messageRowId;
-  });
+  const copies: AcceptedCopy[] = input.recipients.map((recipient) => ({
+    recipient,
+    recipientName: null,
+    variables: null,
+    completed: isNullSink(recipient) ? RESULT_NULL_SINK : null,
+  }));
+  const completedNow = copies.some((copy) => copy.completed !== null);
+  const uniqueId = uniqueIdFor(uid, services.config.mailerHost);
+  const stored = await storeAcceptedMessage(
+    services.store,
+    {
+      message: { project_id: caller.project.id, uid, unique_id: uniqueId, template: null, subject, from_address: fromText, deliver: 1, created_at: now, payload: payloadJson },
+      copies,
+      dueAt: now,
+    },
+    completedNow ? (trx, messageId) => recordAcceptanceEvents(trx, caller, { id: messageId, uid, uniqueId }, { variables: {}, recipientOverride: null }, now) : undefined,
+  );
+  if (isDuplicate(stored)) throw new SubmissionRefused(550, `5.7.0 Uid ${uid} already exists. Assuming message duplication.`);
+  const id = stored.id;
   if (completedNow) services.store.wake('events');
-  if (rows.some((row) => row.status === 'queued')) services.store.wake('transmissions');
-  recordMessageAccepted(services, rows.length);
+  if (copies.some((copy) => copy.completed === null)) services.store.wake('transmissions');
+  recordMessageAccepted(services, copies.length);
   return { id, url: messageUrl(services, id), uid };
 }
 

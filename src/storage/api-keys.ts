@@ -1,4 +1,5 @@
 import { CompiledQuery, type InferResult } from 'kysely';
+import { preparedOnServer } from './dialect.ts';
 import type { Tx } from './store.ts';
 import type { Account, ApiKey, Project } from './schema.ts';
 
@@ -54,7 +55,7 @@ const keyLookupSql = new WeakMap<object, string>();
 export async function findKeyByHash(db: Tx, keyHash: string): Promise<KeyLookup | undefined> {
   const adapter = db.getExecutor().adapter;
   let sqlText = keyLookupSql.get(adapter);
-  if (sqlText === undefined) keyLookupSql.set(adapter, (sqlText = keyLookupQuery(db, keyHash).compile().sql));
+  if (sqlText === undefined) keyLookupSql.set(adapter, (sqlText = preparedOnServer(keyLookupQuery(db, keyHash).compile().sql)));
   const result = await db.executeQuery<InferResult<ReturnType<typeof keyLookupQuery>>[number]>(CompiledQuery.raw(sqlText, [keyHash]));
   const row = result.rows[0];
   if (!row) return undefined;

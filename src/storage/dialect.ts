@@ -2,7 +2,9 @@
 // capability and implemented in dialects/{sqlite,postgres}.ts; the rest of the code is shared
 // Kysely. A dialect check anywhere else is a smell (docs/decisions/0001-storage.md).
 import { PostgresAdapter, type ColumnDefinitionBuilder, type CreateTableBuilder, type Kysely, type SelectQueryBuilder } from 'kysely';
+import type { MessageRow } from './messages.ts';
 import type { Database } from './schema.ts';
+import type { AcceptedTransmission } from './transmissions.ts';
 
 export interface StoreDialect {
   readonly name: 'sqlite' | 'postgres';
@@ -26,6 +28,13 @@ export interface StoreDialect {
    * runs the next group's transaction meanwhile. Absent where COMMIT itself is durable.
    */
   syncCommitted?(): Promise<void>;
+  /**
+   * Inserts a message and its transmissions in ONE statement, atomic without BEGIN/COMMIT (one
+   * round trip: PostgreSQL's data-modifying CTE with ON CONFLICT DO NOTHING on the uid). Returns
+   * the message's id, or null when its (project_id, uid) is taken and nothing was written. Absent
+   * where the store groups writes itself (SQLite: acceptance is one unit of store.write).
+   */
+  insertMessageWithTransmissions?(message: MessageRow, transmissions: readonly AcceptedTransmission[]): Promise<number | null>;
   /** Cross-process wake-ups (PostgreSQL LISTEN/NOTIFY). Absent where one process owns the file. */
   notify?(channel: string): Promise<void>;
   listen?(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
@@ -42,6 +51,27 @@ export type ColumnBuilder = (col: ColumnDefinitionBuilder) => ColumnDefinitionBu
 export function isUniqueViolationError(error: unknown): boolean {
   const code = String((error as { code?: unknown } | null)?.code ?? '');
   return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
+}
+
+/** Statement texts run often enough to be prepared on the server, by text: their statement names. */
+const serverPrepared = new Map<string, string>();
+
+/**
+ * Marks a statement of fixed text as hot: where the server prepares statements per connection
+ * (PostgreSQL), it is then parsed and planned once per connection instead of at every execution
+ * (measured on this machine: an unprepared API key lookup costs its backend ~170 µs of CPU, mostly
+ * parse and plan; docs/decisions/0003-performance.md). Only for a bounded set of texts (each one
+ * is a prepared statement in every pooled connection); SQLite caches its prepared statements
+ * itself (dialects/sqlite.ts). Returns the text.
+ */
+export function preparedOnServer(text: string): string {
+  if (!serverPrepared.has(text)) serverPrepared.set(text, `posthorn_${serverPrepared.size + 1}`);
+  return text;
+}
+
+/** The server-side name of a text marked by preparedOnServer, if it is one (dialects/postgres.ts). */
+export function serverStatementName(text: string): string | undefined {
+  return serverPrepared.get(text);
 }
 
 /**

@@ -1,9 +1,18 @@
-// The messages table: one row per accepted send_message. Inserts and simple lookups; the listings
-// of reports live with them (storage/reports.ts).
+// The messages table: one row per accepted send_message (or SMTP submission). Inserts and simple
+// lookups; the listings of reports live with them (storage/reports.ts).
+//
+// Acceptance (storeAcceptedMessage) is the ingest hot path of both edges: the message row and one
+// transmission per copy, written atomically, in as few round trips as the database allows
+// (docs/decisions/0003-performance.md): on PostgreSQL ONE statement (a data-modifying CTE, atomic
+// without BEGIN/COMMIT: dialects/postgres.ts), on SQLite one unit of the store's group commit.
 import { CompiledInsert } from './compiled-insert.ts';
 import { isUniqueViolationError } from './dialect.ts';
+import type { Duplicate } from './duplicates.ts';
 import type { NewMessage } from './schema.ts';
-import type { Tx } from './store.ts';
+import type { Store, Tx } from './store.ts';
+import { acceptedTransmissionRows, insertTransmissions, type AcceptedCopy } from './transmissions.ts';
+
+export type { AcceptedCopy } from './transmissions.ts';
 
 const INSERT_MESSAGE = new CompiledInsert(
   'messages',
@@ -29,6 +38,56 @@ export async function insertMessage(db: Tx, row: MessageRow): Promise<InsertedMe
     return { duplicate: false, id: Number(inserted.id) };
   } catch (error) {
     if (isUniqueViolationError(error)) return { duplicate: true };
+    throw error;
+  }
+}
+
+/** What acceptance stores: the message (its recipient_count is the number of copies) and its copies. */
+export interface Acceptance {
+  message: Omit<MessageRow, 'recipient_count'>;
+  /** one transmission each, in this order; due at `dueAt` unless completed at acceptance */
+  copies: readonly AcceptedCopy[];
+  /** when the queued copies are due (now, or send_at) */
+  dueAt: number;
+}
+
+/** Thrown inside a unit to roll it back after a duplicate; never leaves this module. */
+const DUPLICATE = Symbol('duplicate uid');
+
+/**
+ * Stores an accepted message and its transmissions atomically, all or nothing. Returns the
+ * message's id, or `{ duplicate: true }` when its (project_id, uid) is taken (storage/duplicates.ts):
+ * nothing is written then.
+ *
+ * `alongside` runs in the same transaction after the inserts (the events of copies completed at
+ * acceptance, docs/sandbox.md); a write that needs it is a transaction on every database, the
+ * common one (every copy queued) is one statement where the dialect has it.
+ */
+export async function storeAcceptedMessage(
+  store: Store,
+  acceptance: Acceptance,
+  alongside?: (trx: Tx, messageId: number) => Promise<void>,
+): Promise<{ id: number } | Duplicate> {
+  const message: MessageRow = { ...acceptance.message, recipient_count: acceptance.copies.length };
+  const rows = acceptedTransmissionRows(message, acceptance.copies, acceptance.dueAt);
+  const oneStatement = store.dialect.insertMessageWithTransmissions;
+  if (oneStatement && !alongside) {
+    const id = await oneStatement(message, rows);
+    return id === null ? { duplicate: true } : { id };
+  }
+  try {
+    const id = await store.write(async (trx) => {
+      const inserted = await insertMessage(trx, message);
+      // The thrown marker rolls this unit back (PostgreSQL has aborted its transaction anyway).
+      if (inserted.duplicate) throw DUPLICATE;
+      for (const row of rows) row.message_id = inserted.id;
+      await insertTransmissions(trx, rows);
+      await alongside?.(trx, inserted.id);
+      return inserted.id;
+    });
+    return { id };
+  } catch (error) {
+    if (error === DUPLICATE) return { duplicate: true };
     throw error;
   }
 }

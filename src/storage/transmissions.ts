@@ -13,6 +13,44 @@ export type AcceptedTransmission = Required<
   >
 >;
 
+/** One copy of an accepted message: its transmission row is made by acceptedTransmissionRows. */
+export interface AcceptedCopy {
+  recipient: string;
+  recipientName: string | null;
+  /** the copy's own variables as JSON, or null */
+  variables: string | null;
+  /** completed at acceptance (deliver: false, null.postageapp.com) with this result; null: queued */
+  completed: { code: string; message: string } | null;
+}
+
+/**
+ * The transmission rows of a message's copies as acceptance writes them: queued and due at
+ * `dueAt`, or completed now with their result. message_id is the message's id when the caller
+ * knows it, else 0 until the message row exists.
+ */
+export function acceptedTransmissionRows(
+  message: { project_id: number; created_at: number; id?: number },
+  copies: readonly AcceptedCopy[],
+  dueAt: number,
+): AcceptedTransmission[] {
+  const now = message.created_at;
+  return copies.map((copy) => ({
+    message_id: message.id ?? 0,
+    project_id: message.project_id,
+    recipient: copy.recipient,
+    recipient_name: copy.recipientName,
+    variables: copy.variables,
+    status: copy.completed ? 'completed' : 'queued',
+    next_attempt_at: copy.completed ? now : dueAt,
+    attempts: 0,
+    created_at: now,
+    updated_at: now,
+    completed_at: copy.completed ? now : null,
+    result_code: copy.completed ? copy.completed.code : null,
+    result_message: copy.completed ? copy.completed.message : null,
+  }));
+}
+
 const INSERT_TRANSMISSIONS = new CompiledInsert(
   'transmissions',
   ['message_id', 'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'next_attempt_at', 'attempts', 'created_at', 'updated_at', 'completed_at', 'result_code', 'result_message'],

@@ -1,0 +1,132 @@
+// Acceptance in as few round trips as the database allows (storage/messages.ts storeAcceptedMessage,
+// docs/decisions/0003-performance.md): on PostgreSQL a send_message is ONE statement for the message
+// and its transmissions, without BEGIN/COMMIT, and a duplicate uid is still refused with the same
+// answer, leaving nothing behind. Statements are counted where every one of them passes: the
+// query method of node-postgres's Client, which the pool's connections (and the LISTEN one) use.
+// The app runs `--role api`, so no background job issues statements meanwhile.
+import assert from 'node:assert/strict';
+import { after, afterEach, before, describe, it } from 'node:test';
+import pg from 'pg';
+import { onlyOn, testDatabase } from '../helpers/databases.ts';
+import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
+
+type Query = (...args: unknown[]) => unknown;
+const originalQuery = pg.Client.prototype.query as unknown as Query;
+
+/** The text of every statement sent while `fn` runs. */
+async function statementsDuring(fn: () => Promise<unknown>): Promise<string[]> {
+  const seen: string[] = [];
+  (pg.Client.prototype as unknown as { query: Query }).query = function (this: unknown, ...args: unknown[]) {
+    const first = args[0] as string | { text?: string } | undefined;
+    seen.push(typeof first === 'string' ? first : String(first?.text ?? ''));
+    return originalQuery.apply(this, args);
+  };
+  try {
+    await fn();
+  } finally {
+    (pg.Client.prototype as unknown as { query: Query }).query = originalQuery;
+  }
+  return seen;
+}
+
+const writesMessages = (text: string) => /insert into "?messages"?/i.test(text);
+const isTransactionControl = (text: string) => /^\s*(begin|commit|rollback|savepoint|release)\b/i.test(text);
+const isNotify = (text: string) => /pg_notify/i.test(text);
+
+describe(`send_message statements (${testDatabase()})`, () => {
+  let t: TestApp;
+  let seed: Seed;
+  before(async () => {
+    t = await startTestApp({ config: { role: 'api' } });
+    seed = await t.seed('statements');
+  });
+  after(() => t.close());
+  afterEach(() => {
+    (pg.Client.prototype as unknown as { query: Query }).query = originalQuery;
+  });
+
+  const send = (uid: string, recipients: unknown, content = 'Hello') =>
+    t.call('send_message', { api_key: seed.projectKey, uid, arguments: { recipients, headers: { from: 'a@example.test', subject: 'S' }, content: { 'text/plain': content } } });
+
+  const stored = async (uid: string) => {
+    const db = t.app.services.store.db;
+    const messages = await db.selectFrom('messages').selectAll().where('uid', '=', uid).execute();
+    const transmissions = messages.length
+      ? await db.selectFrom('transmissions').selectAll().where('message_id', '=', messages[0].id).orderBy('id').execute()
+      : [];
+    return { messages, transmissions };
+  };
+
+  it('stores the message and one transmission per recipient, due now, in recipient order', async () => {
+    const reply = await send('order-1', { 'x@example.test': { n: 1 }, 'y@example.test': {}, 'z@example.test': { n: 3 } });
+    assert.equal(reply.status, 200, JSON.stringify(reply.body));
+    const { messages, transmissions } = await stored('order-1');
+    assert.equal(messages.length, 1);
+    assert.equal(messages[0].recipient_count, 3);
+    assert.equal(reply.body.data.message.id, Number(messages[0].id));
+    assert.deepEqual(transmissions.map((r) => [r.recipient, r.status, r.variables, r.attempts]), [
+      ['x@example.test', 'queued', '{"n":1}', 0],
+      ['y@example.test', 'queued', null, 0],
+      ['z@example.test', 'queued', '{"n":3}', 0],
+    ]);
+    for (const row of transmissions) {
+      assert.equal(Number(row.project_id), seed.projectId);
+      assert.equal(Number(row.next_attempt_at), Number(messages[0].created_at));
+      assert.equal(row.locked_by, null);
+    }
+  });
+
+  it('is ONE statement on PostgreSQL: no BEGIN or COMMIT, the transmissions in the message INSERT', { skip: onlyOn('postgres') }, async () => {
+    await send('warm-up', 'w@example.test'); // the key and the prepared statement exist already
+    const statements = await statementsDuring(async () => {
+      const reply = await send('one-statement', ['a@example.test', 'b@example.test']);
+      assert.equal(reply.status, 200, JSON.stringify(reply.body));
+    });
+    const writes = statements.filter(writesMessages);
+    assert.equal(writes.length, 1, `statements:\n${statements.join('\n---\n')}`);
+    assert.match(writes[0], /insert into "?transmissions"?/i);
+    assert.deepEqual(statements.filter(isTransactionControl), [], 'no transaction control');
+    // Besides the acceptance: the key lookup (operations/authenticate.ts) and the coalesced wake-up.
+    const others = statements.filter((s) => !writesMessages(s) && !isNotify(s));
+    assert.ok(others.length <= 1, `unexpected statements:\n${others.join('\n---\n')}`);
+    assert.equal((await stored('one-statement')).transmissions.length, 2);
+  });
+
+  it('refuses a reused uid with the same answer, writing nothing, on either path', async () => {
+    const first = await send('dup-1', 'first@example.test');
+    assert.equal(first.status, 200);
+    const again = await send('dup-1', ['other@example.test', 'third@example.test'], 'different');
+    assert.equal(again.status, 400);
+    assert.equal(again.body.response.status, 'bad_request');
+    assert.equal(again.body.response.message, 'Uid dup-1 already exists. Assuming message duplication.');
+    assert.equal(again.body.response.uid, 'dup-1');
+    // The acceptance events' path (a copy completed at acceptance is a transaction on every database).
+    const sink = await send('dup-1', 'someone@null.postageapp.com');
+    assert.equal(sink.status, 400);
+    assert.equal(sink.body.response.message, 'Uid dup-1 already exists. Assuming message duplication.');
+    const { messages, transmissions } = await stored('dup-1');
+    assert.equal(messages.length, 1);
+    assert.deepEqual(transmissions.map((r) => r.recipient), ['first@example.test']);
+  });
+
+  it('concurrent sends of one uid: exactly one is stored, every other is the duplicate answer', async () => {
+    const replies = await Promise.all(Array.from({ length: 8 }, (_, i) => send('race-1', `r${i}@example.test`)));
+    assert.deepEqual(replies.map((r) => r.status).sort(), [200, 400, 400, 400, 400, 400, 400, 400]);
+    for (const r of replies.filter((x) => x.status === 400)) assert.equal(r.body.response.message, 'Uid race-1 already exists. Assuming message duplication.');
+    const { messages, transmissions } = await stored('race-1');
+    assert.equal(messages.length, 1);
+    assert.equal(transmissions.length, 1);
+  });
+
+  it('copies completed at acceptance (null.postageapp.com) still get their delivered event in the same write', async () => {
+    const reply = await send('sink-1', ['a@null.postageapp.com', 'b@example.test']);
+    assert.equal(reply.status, 200, JSON.stringify(reply.body));
+    const { messages, transmissions } = await stored('sink-1');
+    assert.deepEqual(transmissions.map((r) => [r.recipient, r.status, r.result_code]), [
+      ['a@null.postageapp.com', 'completed', 'SMTP_250'],
+      ['b@example.test', 'queued', null],
+    ]);
+    const events = await t.app.services.store.db.selectFrom('events').selectAll().where('message_id', '=', messages[0].id).execute();
+    assert.deepEqual(events.map((e) => e.type), ['delivered']);
+  });
+});
