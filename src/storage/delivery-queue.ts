@@ -12,7 +12,7 @@
 //   lost (it expired and someone else claimed the row) and the caller records nothing.
 import { CompiledQuery, sql } from 'kysely';
 import type { Transmission } from './schema.ts';
-import { skippingLocked } from './dialect.ts';
+import { preparedOnServer, skippingLocked, takesArrayParameters } from './dialect.ts';
 import type { Tx } from './store.ts';
 
 /** The columns a claim returns (its RETURNING list). */
@@ -176,6 +176,9 @@ const ATTEMPT_ROWS_PER_INSERT = 128;
  * order, each one's new attempt count, or null where the lease was lost.
  */
 export async function finishTransmissions(trx: Tx, inputs: readonly FinishInput[]): Promise<Array<number | null>> {
+  if (inputs.length > 1 && takesArrayParameters(trx) && new Set(inputs.map((i) => i.id)).size === inputs.length) {
+    return finishAllUnderLeases(trx, inputs);
+  }
   const results: Array<number | null> = [];
   const held: FinishInput[] = [];
   for (const input of inputs) {
@@ -188,6 +191,60 @@ export async function finishTransmissions(trx: Tx, inputs: readonly FinishInput[
   }
   return results;
 }
+
+/**
+ * A batch of finishes where statements take arrays (PostgreSQL): every transmission's new state in
+ * ONE `UPDATE ... FROM unnest(...)`, each row still guarded by its own lease (`locked_by` =
+ * its worker), and every attempt row in ONE INSERT: two round trips for the batch instead of two
+ * per finish (docs/decisions/0003-performance.md). The same columns as updateUnderLease: the new
+ * status, attempts + 1, the lease cleared, the result; completed_at, failed_at or next_attempt_at
+ * from `at` by status, the others kept. The text never changes with the batch's size.
+ */
+async function finishAllUnderLeases(trx: Tx, inputs: readonly FinishInput[]): Promise<Array<number | null>> {
+  const at = (s: FinishState) => (s.status === 'retry' ? s.nextAttemptAt : s.at);
+  const updated = await trx.executeQuery<{ id: number; attempts: number }>(
+    CompiledQuery.raw(FINISH_BATCH_SQL, [
+      inputs.map((i) => i.id),
+      inputs.map((i) => i.worker),
+      inputs.map((i) => i.now),
+      inputs.map((i) => i.state.status),
+      inputs.map((i) => i.resultCode),
+      inputs.map((i) => i.resultMessage),
+      inputs.map((i) => at(i.state)),
+    ]),
+  );
+  const attemptsById = new Map(updated.rows.map((r) => [Number(r.id), Number(r.attempts)]));
+  const held = inputs.filter((i) => attemptsById.has(i.id));
+  if (held.length > 0) {
+    const rows = held.map(attemptRow);
+    const column = <K extends keyof (typeof rows)[number]>(key: K) => rows.map((r) => r[key] ?? null);
+    await trx.executeQuery(
+      CompiledQuery.raw(INSERT_ATTEMPTS_SQL, [
+        column('transmission_id'), column('started_at'), column('duration_ms'), column('mx_host'), column('outcome'),
+        column('result_code'), column('result_message'), column('worker'), column('tls'),
+      ]),
+    );
+  }
+  return inputs.map((i) => attemptsById.get(i.id) ?? null);
+}
+
+const FINISH_BATCH_SQL = preparedOnServer(`UPDATE transmissions AS t SET
+  status = f.status,
+  attempts = t.attempts + 1,
+  locked_by = NULL,
+  locked_until = NULL,
+  updated_at = f.now,
+  result_code = f.code,
+  result_message = f.message,
+  completed_at = CASE WHEN f.status = 'completed' THEN f.at ELSE t.completed_at END,
+  failed_at = CASE WHEN f.status = 'failed' THEN f.at ELSE t.failed_at END,
+  next_attempt_at = CASE WHEN f.status = 'retry' THEN f.at ELSE t.next_attempt_at END
+FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[]) AS f(id, worker, now, status, code, message, at)
+WHERE t.id = f.id AND t.locked_by = f.worker
+RETURNING t.id, t.attempts`);
+
+const INSERT_ATTEMPTS_SQL = preparedOnServer(`INSERT INTO attempts (transmission_id, started_at, duration_ms, mx_host, outcome, result_code, result_message, worker, tls)
+SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[])`);
 
 /**
  * Splits rows into chunks whose sizes are powers of two (37 -> 32, 4, 1), at most `max` each. A

@@ -75,6 +75,16 @@ export function serverStatementName(text: string): string | undefined {
 }
 
 /**
+ * Whether statements may take arrays as parameters (PostgreSQL: `unnest($1::bigint[], ...)`), so
+ * that a batch of any size is ONE statement of one text. Decided from the connection's own
+ * adapter, like skippingLocked below; SQLite keeps its per-row statements, which its group commit
+ * makes cheap.
+ */
+export function takesArrayParameters(db: Kysely<any>): boolean {
+  return db.getExecutor().adapter instanceof PostgresAdapter;
+}
+
+/**
  * A claim's due-row subquery, with FOR UPDATE SKIP LOCKED where the database has it (PostgreSQL:
  * concurrent claimers pass over each other's rows instead of waiting); SQLite's single writer makes
  * it moot. Decided here, from the connection's own adapter, so no caller outside storage/ reads a

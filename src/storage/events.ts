@@ -2,7 +2,15 @@
 // change and its notification are never separated by a crash. The webhook dispatcher delivers them.
 // Kinds and payloads are defined once, in src/domain/events.ts: every producer in src/ builds a
 // payload with its buildEventPayload (test/domain/events.test.ts checks); this module only writes.
+//
+// Where each write unit is its own transaction on a pooled connection (PostgreSQL), the events a
+// unit records are inserted together when its function returns, before its COMMIT (store.ts):
+// a batch of delivery finishes writes its N events in ONE statement instead of N round trips
+// (docs/decisions/0003-performance.md). Nothing in a unit reads back the events it recorded.
+import { CompiledQuery } from 'kysely';
 import type { EventKind } from '../domain/events.ts';
+import { preparedOnServer, takesArrayParameters } from './dialect.ts';
+import type { EventsTable } from './schema.ts';
 import type { Tx } from './store.ts';
 
 export type EventType = EventKind;
@@ -15,20 +23,51 @@ export interface NewEvent {
   now: number;
 }
 
+type EventRow = Pick<EventsTable, 'account_id' | 'project_id' | 'type' | 'payload' | 'message_id' | 'created_at'>;
+
+/** The events recorded so far in a unit whose inserts are deferred, by its transaction. */
+const deferred = new WeakMap<object, EventRow[]>();
+
 export async function recordEvent(db: Tx, event: NewEvent): Promise<void> {
-  await db
-    .insertInto('events')
-    .values({
-      account_id: event.accountId,
-      project_id: event.projectId,
-      type: event.type,
-      payload: JSON.stringify(event.payload),
-      // Every payload of domain/events.ts names its message; the column makes it a seek.
-      message_id: typeof event.payload.message_id === 'number' ? event.payload.message_id : null,
-      created_at: event.now,
-    })
-    .execute();
+  const row: EventRow = {
+    account_id: event.accountId,
+    project_id: event.projectId,
+    type: event.type,
+    payload: JSON.stringify(event.payload),
+    // Every payload of domain/events.ts names its message; the column makes it a seek.
+    message_id: typeof event.payload.message_id === 'number' ? event.payload.message_id : null,
+    created_at: event.now,
+  };
+  const later = deferred.get(db);
+  if (later) later.push(row);
+  else await db.insertInto('events').values(row).execute();
 }
+
+/** From now on the events recorded in `trx` wait for insertDeferredEvents (store.ts, per unit). */
+export function deferEvents(trx: Tx): void {
+  deferred.set(trx, []);
+}
+
+/**
+ * Inserts the events deferred in `trx`, in the order they were recorded: one statement where
+ * statements take arrays (the same text for any count), else one multi-row INSERT.
+ */
+export async function insertDeferredEvents(trx: Tx): Promise<void> {
+  const rows = deferred.get(trx);
+  deferred.delete(trx);
+  if (!rows || rows.length === 0) return;
+  if (rows.length === 1 || !takesArrayParameters(trx)) {
+    await trx.insertInto('events').values(rows).execute();
+    return;
+  }
+  const column = <K extends keyof EventRow>(key: K) => rows.map((r) => r[key] ?? null);
+  await trx.executeQuery(
+    CompiledQuery.raw(INSERT_EVENTS_SQL, [column('account_id'), column('project_id'), column('type'), column('payload'), column('message_id'), column('created_at')]),
+  );
+}
+
+const INSERT_EVENTS_SQL = preparedOnServer(`INSERT INTO events (account_id, project_id, type, payload, message_id, created_at)
+SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])`);
 
 /** Whether some event still waits for the dispatcher's fan-out. */
 export async function hasUndispatchedEvents(db: Tx): Promise<boolean> {

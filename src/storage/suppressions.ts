@@ -7,13 +7,16 @@
 //
 // For the reports engineer (get_suppression_list): listSuppressions(db, projectId) returns the
 // rows in insertion order; present blocked_until with formatIsoTime.
-import { sql } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
+import { preparedOnServer, takesArrayParameters } from './dialect.ts';
 import { normalizeAddress, SOFT_BOUNCE_BLOCK_MS, SOFT_BOUNCE_THRESHOLD, SOFT_BOUNCE_WINDOW_MS } from '../domain/suppression-policy.ts';
 import type { Tx } from './store.ts';
 import type { Suppression } from './schema.ts';
 
 /** An entry that blocks sending to `address` now: `rejected`, or `warning` with blocked_until > now. */
 export async function findActiveSuppression(db: Tx, projectId: number, address: string, now: number): Promise<Suppression | undefined> {
+  // Batched only outside a transaction: a pending lookup must not outlive the connection it runs on.
+  if (!db.isTransaction && takesArrayParameters(db)) return lookupsOf(db).find(projectId, normalizeAddress(address), now);
   return db
     .selectFrom('suppressions')
     .selectAll()
@@ -21,6 +24,66 @@ export async function findActiveSuppression(db: Tx, projectId: number, address: 
     .where('address', '=', normalizeAddress(address))
     .where((eb) => eb.or([eb('status', '=', 'rejected'), eb.and([eb('status', '=', 'warning'), eb('blocked_until', '>', now)])]))
     .executeTakeFirst();
+}
+
+interface PendingLookup {
+  projectId: number;
+  address: string;
+  now: number;
+  resolve: (row: Suppression | undefined) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * The lookups asked in one event-loop turn, answered by ONE query where statements take arrays
+ * (PostgreSQL). Delivery asks once per transmission, and the transmissions of a claimed batch ask
+ * in the same turn: one round trip per batch instead of one per message
+ * (docs/decisions/0003-performance.md). SQLite answers each in-process, as before.
+ */
+class SuppressionLookups {
+  private pending: PendingLookup[] = [];
+
+  constructor(private readonly db: Tx) {}
+
+  find(projectId: number, address: string, now: number): Promise<Suppression | undefined> {
+    return new Promise((resolve, reject) => {
+      this.pending.push({ projectId, address, now, resolve, reject });
+      if (this.pending.length === 1) setImmediate(() => void this.flush());
+    });
+  }
+
+  private async flush(): Promise<void> {
+    const batch = this.pending;
+    this.pending = [];
+    try {
+      const result = await this.db.executeQuery<Suppression & { lookup: number }>(
+        CompiledQuery.raw(
+          LOOKUP_SQL,
+          [batch.map((l) => l.projectId), batch.map((l) => l.address), batch.map((l) => l.now)],
+        ),
+      );
+      const found = new Map<number, Suppression>();
+      for (const { lookup, ...row } of result.rows) if (!found.has(Number(lookup))) found.set(Number(lookup), row);
+      batch.forEach((l, i) => l.resolve(found.get(i + 1)));
+    } catch (error) {
+      for (const l of batch) l.reject(error);
+    }
+  }
+}
+
+// The columns are listed: a prepared statement's result type must not change under it (a column
+// added by a migration while older processes still run).
+const LOOKUP_SQL = preparedOnServer(`SELECT s.id, s.project_id, s.address, s.status, s.suppression_state, s.blocked_until, s.message,
+  s.soft_failures, s.created_at, s.updated_at, q.lookup FROM unnest($1::bigint[], $2::text[], $3::bigint[]) WITH ORDINALITY AS q(project_id, address, now, lookup)
+JOIN suppressions s ON s.project_id = q.project_id AND s.address = q.address
+WHERE s.status = 'rejected' OR (s.status = 'warning' AND s.blocked_until > q.now)`);
+
+const lookups = new WeakMap<object, SuppressionLookups>();
+
+function lookupsOf(db: Tx): SuppressionLookups {
+  let batcher = lookups.get(db);
+  if (!batcher) lookups.set(db, (batcher = new SuppressionLookups(db)));
+  return batcher;
 }
 
 export interface BounceRecord {
