@@ -3,12 +3,10 @@
 import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { BACKGROUND_FACTORIES } from './background.ts';
 import { ProcessRegistry } from './workers/process-registry.ts';
 import type { Config } from './config.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { SecretBox } from './domain/secret-box.ts';
-import { buildHttpServer } from './http/server.ts';
 import { createLogger } from './log.ts';
 import { forgetDkimKeys } from './delivery/dkim.ts';
 import type { BackgroundService, Ports, Services } from './services.ts';
@@ -74,6 +72,10 @@ export async function startApp(config: Readonly<Config>, opts: AppOptions = {}):
     if (config.role !== 'api' && opts.background !== false) {
       // The registry first (stopped last): it releases a dead predecessor's claims before any job
       // claims, and every job claims under its id (docs/decisions/0008-lease-runner.md).
+      // Loaded by the roles that run them: an API process does not load the SMTP client, the IMAP
+      // client or the listeners, a worker process not the HTTP API and the dashboard (less memory
+      // per process when `serve` runs one of each, docs/operations.md).
+      const { BACKGROUND_FACTORIES } = await import('./background.ts');
       const registry = new ProcessRegistry(services);
       await registry.start();
       background.push(registry);
@@ -85,6 +87,7 @@ export async function startApp(config: Readonly<Config>, opts: AppOptions = {}):
       }
     }
     if (config.role !== 'worker') {
+      const { buildHttpServer } = await import('./http/server.ts');
       http = await buildHttpServer(services);
       await http.listen({ port: config.port, host: config.host });
       const address = http.server.address();
