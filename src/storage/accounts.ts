@@ -1,4 +1,5 @@
 import type { Tx } from './store.ts';
+import { forgetKeyLookups } from './api-keys.ts';
 import type { Account } from './schema.ts';
 
 export async function insertAccount(db: Tx, row: { uid: string; name: string; now: number }): Promise<Account> {
@@ -22,6 +23,7 @@ export async function updateAccount(
   id: number,
   patch: Partial<Pick<Account, 'name' | 'status' | 'settings'>> & { updated_at: number },
 ): Promise<Account | undefined> {
+  forgetKeyLookups(); // the key lookup carries the project and account (api-keys.ts)
   return db.updateTable('accounts').set(patch).where('id', '=', id).returningAll().executeTakeFirst();
 }
 

@@ -51,9 +51,38 @@ function keyLookupQuery(db: Tx, keyHash: string) {
  */
 const keyLookupSql = new WeakMap<object, string>();
 
-/** The key with this hash, its account, and its project (for project keys). One query. */
+/**
+ * Found keys are kept this long in this process (every API request looks its key up: on
+ * PostgreSQL that lookup was one of the two round trips of a send_message, and each round trip
+ * costs both processes CPU on a shared machine; docs/decisions/0003-performance.md). A change made
+ * through this process (a rotated key, a disabled project or account, new project settings)
+ * forgets every kept lookup at once (forgetKeyLookups); one made by another process (another API
+ * process, the CLI) is seen within this time. Unknown keys are never kept.
+ */
+export const KEY_LOOKUP_TTL_MS = 1000;
+const KEPT_KEYS_MAX = 10_000;
+const keptKeys = new Map<string, { lookup: KeyLookup; until: number; adapter: object }>();
+
+/** Forgets every kept key lookup: called by each storage write of keys, projects and accounts. */
+export function forgetKeyLookups(): void {
+  keptKeys.clear();
+}
+
+/** The key with this hash, its account, and its project (for project keys). One query, or none within KEY_LOOKUP_TTL_MS of the last. */
 export async function findKeyByHash(db: Tx, keyHash: string): Promise<KeyLookup | undefined> {
   const adapter = db.getExecutor().adapter;
+  const now = performance.now();
+  const kept = keptKeys.get(keyHash);
+  if (kept && kept.until > now && kept.adapter === adapter) return kept.lookup;
+  const found = await lookUpKey(db, adapter, keyHash);
+  if (found) {
+    if (keptKeys.size >= KEPT_KEYS_MAX) keptKeys.clear();
+    keptKeys.set(keyHash, { lookup: found, until: now + KEY_LOOKUP_TTL_MS, adapter });
+  }
+  return found;
+}
+
+async function lookUpKey(db: Tx, adapter: object, keyHash: string): Promise<KeyLookup | undefined> {
   let sqlText = keyLookupSql.get(adapter);
   if (sqlText === undefined) keyLookupSql.set(adapter, (sqlText = preparedOnServer(keyLookupQuery(db, keyHash).compile().sql)));
   const result = await db.executeQuery<InferResult<ReturnType<typeof keyLookupQuery>>[number]>(CompiledQuery.raw(sqlText, [keyHash]));
@@ -80,6 +109,7 @@ export async function findKeyByHash(db: Tx, keyHash: string): Promise<KeyLookup 
 
 /** Marks every active key of the project inactive (rotation); they stop working at once. */
 export async function revokeProjectKeys(db: Tx, projectId: number, now: number): Promise<void> {
+  forgetKeyLookups();
   await db
     .updateTable('api_keys')
     .set({ status: 'inactive', revoked_at: now })

@@ -1,4 +1,5 @@
 import type { Tx } from './store.ts';
+import { forgetKeyLookups } from './api-keys.ts';
 import { insertedOrDuplicate, type Duplicate } from './duplicates.ts';
 import type { Project } from './schema.ts';
 
@@ -24,6 +25,7 @@ export async function updateProject(
   id: number,
   patch: Partial<Pick<Project, 'name' | 'status' | 'settings'>> & { updated_at: number },
 ): Promise<Project | undefined> {
+  forgetKeyLookups(); // the key lookup carries the project and account (api-keys.ts)
   return db.updateTable('projects').set(patch).where('id', '=', id).returningAll().executeTakeFirst();
 }
 

@@ -3,10 +3,12 @@
 // and its transmissions, without BEGIN/COMMIT, and a duplicate uid is still refused with the same
 // answer, leaving nothing behind. Statements are counted where every one of them passes: the
 // query method of node-postgres's Client, which the pool's connections (and the LISTEN one) use.
-// The app runs `--role api`, so no background job issues statements meanwhile.
+// The app runs `--role api`, so no background job issues statements meanwhile. The API key lookup
+// is kept for KEY_LOOKUP_TTL_MS in the process, so a send_message usually issues no other statement.
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
 import pg from 'pg';
+import { KEY_LOOKUP_TTL_MS } from '../../src/storage/api-keys.ts';
 import { onlyOn, testDatabase } from '../helpers/databases.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 
@@ -86,9 +88,10 @@ describe(`send_message statements (${testDatabase()})`, () => {
     assert.equal(writes.length, 1, `statements:\n${statements.join('\n---\n')}`);
     assert.match(writes[0], /insert into "?transmissions"?/i);
     assert.deepEqual(statements.filter(isTransactionControl), [], 'no transaction control');
-    // Besides the acceptance: the key lookup (operations/authenticate.ts) and the coalesced wake-up.
+    // Besides the acceptance: the coalesced wake-up, and the key lookup only when the kept one
+    // (storage/api-keys.ts) has expired since the warm-up.
     const others = statements.filter((s) => !writesMessages(s) && !isNotify(s));
-    assert.ok(others.length <= 1, `unexpected statements:\n${others.join('\n---\n')}`);
+    assert.ok(others.length <= 1 && others.every((s) => /api_keys/.test(s)), `unexpected statements:\n${others.join('\n---\n')}`);
     assert.equal((await stored('one-statement')).transmissions.length, 2);
   });
 
@@ -116,6 +119,26 @@ describe(`send_message statements (${testDatabase()})`, () => {
     const { messages, transmissions } = await stored('race-1');
     assert.equal(messages.length, 1);
     assert.equal(transmissions.length, 1);
+  });
+
+  it('a key lookup is kept for a second: a change through this process is seen at once, one by another process within the second', async () => {
+    const other = await t.seed('kept-key');
+    const sendAs = (uid: string) => t.call('send_message', { api_key: other.projectKey, uid, arguments: { recipients: 'k@example.test', headers: { from: 'a@example.test' }, content: 'x' } });
+    assert.equal((await sendAs('kept-1')).status, 200); // looked up and kept
+    // Through this process's operations (the account API): forgotten at once.
+    assert.equal((await t.call('disable_project', { api_key: other.accountKey, arguments: { uid: other.projectUid } })).status, 200);
+    assert.equal((await sendAs('kept-2')).status, 423);
+    assert.equal((await t.call('enable_project', { api_key: other.accountKey, arguments: { uid: other.projectUid } })).status, 200);
+    assert.equal((await sendAs('kept-3')).status, 200);
+    // As another process (the CLI, another API process) would: the row changes under the kept lookup.
+    await t.app.services.store.db.updateTable('projects').set({ status: 'disabled' }).where('id', '=', other.projectId).execute();
+    const changedAt = performance.now();
+    let status = 200;
+    for (let i = 0; status === 200 && performance.now() - changedAt < KEY_LOOKUP_TTL_MS + 2000; i++) {
+      status = (await sendAs(`kept-poll-${i}`)).status;
+      if (status === 200) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(status, 423, `still accepted ${Math.round(performance.now() - changedAt)} ms after the change`);
   });
 
   it('copies completed at acceptance (null.postageapp.com) still get their delivered event in the same write', async () => {
