@@ -236,3 +236,46 @@ export async function waitUntil<T>(what: string, check: () => T | undefined | Pr
     await sleep(everyMs);
   }
 }
+
+/**
+ * CPU seconds used by the PostgreSQL backends serving one database (by their process title), sampled every intervalMs: a backend that ends mid-run counts
+ * up to its last sample, one that starts counts from its start. The server's shared processes (WAL
+ * writer, checkpointer...) serve every database on the machine and are not counted. stop() returns
+ * the seconds used since the sampler started.
+ */
+export function samplePostgresBackends(database: string, intervalMs = 200): { stop(): number } {
+  const first = new Map<number, number>();
+  const last = new Map<number, number>();
+  const tick = () => {
+    for (const entry of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      const pid = Number(entry);
+      try {
+        if (!last.has(pid)) {
+          const title = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+          // `postgres: [CLUSTER: ]USER DATABASE HOST(PORT) ACTIVITY` (Debian prefixes the cluster, `15/main:`)
+          if (/^postgres: (?:\S+: )?\S+ (\S+) /.exec(title)?.[1] !== database) continue;
+        }
+        const cpu = readCpuSeconds(pid);
+        if (cpu === null) continue;
+        if (!first.has(pid)) first.set(pid, started ? 0 : cpu);
+        last.set(pid, cpu);
+      } catch {
+        // the process ended while we looked
+      }
+    }
+  };
+  let started = false;
+  tick();
+  started = true;
+  const timer = setInterval(tick, intervalMs);
+  return {
+    stop() {
+      clearInterval(timer);
+      tick();
+      let sum = 0;
+      for (const [pid, cpu] of last) sum += cpu - (first.get(pid) ?? 0);
+      return sum;
+    },
+  };
+}
