@@ -247,6 +247,7 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     stopGraceMs: options.stopGraceMs ?? STOP_GRACE_MS,
     finishBatchMs: FINISH_BATCH_MS,
     finishBatchMax: FINISH_BATCH_MAX,
+    claimWithFinishes: true,
 
     async claim(worker, limit) {
       const claimed = await store.write((trx) => claimDueTransmissions(trx, { worker, now: clock.now(), leaseMs: config.leaseMs, limit }));

@@ -6,8 +6,9 @@
 //             free (or none is busy), so a stream of completions costs one claim per batch
 //   work      each unit outside any transaction (job.work), concurrently up to the slots
 //   finish    outcomes wait up to finishBatchMs (or until finishBatchMax wait) and are written
-//             together; the claim that refills the freed slots is made in the same turn, so where
-//             writes are group-committed (SQLite) the finishes and the next claim share one commit.
+//             together; where the job allows (claimWithFinishes), the claim that refills the freed
+//             slots is made in the same turn, so where writes are group-committed (SQLite) the
+//             finishes and the next claim share one commit; else it follows their commit.
 //             A failed batch is written again one finish at a time, so one bad finish never takes
 //             the others with it; while the database is away a finish waits for it (the work was
 //             done: doing it again when the lease ends would repeat it)
@@ -54,6 +55,13 @@ export interface LeaseJob<Unit, Finish> {
   readonly finishBatchMs: number;
   /** ... or until this many wait */
   readonly finishBatchMax: number;
+  /**
+   * Claim for the freed slots in the same turn as the finishes are written, so that where writes
+   * are group-committed (SQLite) one commit covers both. Only for a job whose claim does not
+   * depend on those finishes (the dispatch job's finishes hold back a failing destination, which
+   * its next claim must see): otherwise the next claim waits for the finishes to commit.
+   */
+  readonly claimWithFinishes?: boolean;
 
   /** Claims up to `limit` due units under `worker` (one write). */
   claim(worker: string, limit: number): Promise<Unit[]>;
@@ -333,7 +341,7 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
       for (let i = 0; i < batch.length; i += size) void this.writeFinishes(batch.slice(i, i + size));
     }
     // Refill the slots these units freed in the same turn: the claim joins this group commit.
-    if (this.moreDue && !this.stopping) void this.fill(1);
+    if (this.job.claimWithFinishes && this.moreDue && !this.stopping) void this.fill(1);
   }
 
   private async writeFinishes(batch: Array<QueuedFinish<Finish>>): Promise<void> {
