@@ -133,19 +133,17 @@ export class Store {
   }
 
   /**
-   * How many of `n` independent writes to put in one transaction: all of them where writes are
-   * group-committed (SQLite: one fsync for the batch), one where each write commits on its own
-   * pooled connection (PostgreSQL), so the pool's connections work in parallel.
-   *
-   * Measured for delivery finishes on PostgreSQL, whose batch is a fixed handful of statements
-   * (delivery-queue.ts finishTransmissions): the whole batch in one transaction halves the CPU per
-   * message of the worker and of the database (docs/decisions/0003-performance.md). It is not
-   * done here because the outbound job's finishes are several statements per item and rely on
-   * committing before the refill claim that follows them (test/webhooks: a failing endpoint held
-   * back as a whole): one transaction per batch there lets that claim run first.
+   * How many of `n` independent writes to put in one transaction: all of them, on both databases.
+   * On SQLite the batch shares one fsync. On PostgreSQL a batch of delivery finishes is a fixed
+   * handful of statements whatever its size (delivery-queue.ts finishTransmissions: one UPDATE, one
+   * attempts INSERT, one events INSERT), where one transaction per finish cost five round trips
+   * each: measured, the worker's and the database's CPU per message halve
+   * (docs/decisions/0003-performance.md, "PostgreSQL end to end and ingest"). A job whose next
+   * claim must see its finishes claims after they commit (workers/lease-runner.ts,
+   * claimWithFinishes), so one longer transaction does not let that claim run first.
    */
   writeBatchSize(n: number): number {
-    return this.dialect.groupCommit ? Math.max(1, n) : 1;
+    return Math.max(1, n);
   }
 
   /** Tells workers (in this process, and in others where the dialect can) that work is due. */
