@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { ApiError } from '../domain/errors.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../services.ts';
-import { insertOutbound } from '../storage/outbound.ts';
+import { insertOutbound, webhookRequestRow } from '../storage/outbound.ts';
 import type { Account } from '../storage/schema.ts';
 import { listWebhooks } from './webhooks.ts';
 import { outboundStates, type OutboundState } from './outbound-requests.ts';
@@ -24,25 +24,8 @@ export async function sendWebhookTestEvent(services: Services, account: Account,
   const now = services.clock.now();
   const eventId = `test-${randomUUID()}`;
   const body = JSON.stringify({ event: 'test', event_id: eventId, project_uid: view.projectUid, occurred_at: formatIsoTime(now), test: true });
-  const requestId = await services.store.write((trx) =>
-    insertOutbound(trx, {
-      account_id: account.id,
-      project_id: hook.project_id,
-      kind: 'webhook',
-      webhook_id: Number(hook.id),
-      event_id: null,
-      event_type: 'test',
-      url: hook.url,
-      headers: JSON.stringify({ 'x-posthorn-event-id': eventId, 'x-posthorn-event': 'test' }),
-      ref: null,
-      state: 'pending',
-      attempts: 0,
-      next_attempt_at: now,
-      created_at: now,
-      updated_at: now,
-      body,
-    }),
-  );
+  const row = webhookRequestRow({ accountId: account.id, projectId: hook.project_id, webhookId: Number(hook.id), url: hook.url, eventId: null, eventKey: eventId, eventType: 'test', body, now });
+  const requestId = await services.store.write((trx) => insertOutbound(trx, row));
   services.store.wake('outbound');
   return { requestId, webhookUid: hook.uid, url: hook.url };
 }

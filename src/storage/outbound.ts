@@ -9,6 +9,39 @@ import type { Tx } from './store.ts';
 
 export type NewOutboundRow = Omit<Insertable<OutboundRequestsTable>, 'id'>;
 
+/** A webhook request due now: for an event row (fan-out) or a test event (eventId null). */
+export function webhookRequestRow(r: {
+  accountId: number;
+  projectId: number | null;
+  webhookId: number;
+  url: string;
+  /** the events row, null for a test event */
+  eventId: number | null;
+  /** the id receivers de-duplicate on (X-Posthorn-Event-Id) */
+  eventKey: string;
+  eventType: string;
+  body: string;
+  now: number;
+}): NewOutboundRow {
+  return {
+    account_id: r.accountId,
+    project_id: r.projectId,
+    kind: 'webhook',
+    webhook_id: r.webhookId,
+    event_id: r.eventId,
+    event_type: r.eventType,
+    url: r.url,
+    headers: JSON.stringify({ 'x-posthorn-event-id': r.eventKey, 'x-posthorn-event': r.eventType }),
+    ref: null,
+    state: 'pending',
+    attempts: 0,
+    next_attempt_at: r.now,
+    created_at: r.now,
+    updated_at: r.now,
+    body: r.body,
+  };
+}
+
 export async function insertOutbound(db: Tx, row: NewOutboundRow): Promise<number> {
   const inserted = await db.insertInto('outbound_requests').values(row).returning('id').executeTakeFirstOrThrow();
   return Number(inserted.id);

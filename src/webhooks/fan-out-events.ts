@@ -12,7 +12,7 @@
 import { eventIdOf } from '../domain/outbound-refs.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../services.ts';
-import { insertOutboundMany, type NewOutboundRow } from '../storage/outbound.ts';
+import { insertOutboundMany, webhookRequestRow, type NewOutboundRow } from '../storage/outbound.ts';
 import type { Webhook } from '../storage/outbound-schema.ts';
 import { claimUndispatchedEvents, findProjectUids, listActiveWebhooksOf, type ClaimedEvent } from '../storage/webhooks.ts';
 import { SweepRunner } from '../workers/sweep-runner.ts';
@@ -40,7 +40,7 @@ export function createFanOutJob(services: Services): SweepRunner {
           const projects = await findProjectUids(trx, [...new Set(claimed.map((e) => e.project_id).filter((p): p is number => p !== null))]);
           const rows: NewOutboundRow[] = [];
           for (const event of claimed) {
-            for (const hook of hooks) if (endpointWants(hook, event)) rows.push(webhookRequestRow(hook, event, projects, now));
+            for (const hook of hooks) if (endpointWants(hook, event)) rows.push(requestFor(hook, event, projects, now));
           }
           await insertOutboundMany(trx, rows);
           return { events: claimed.length, requests: rows.length };
@@ -61,7 +61,8 @@ function endpointWants(hook: Webhook, event: ClaimedEvent): boolean {
   return wanted.includes(event.type);
 }
 
-function webhookRequestRow(hook: Webhook, event: ClaimedEvent, projects: Map<number, string>, now: number): NewOutboundRow {
+/** The request of one endpoint for one event: the body an endpoint receives (docs/webhooks.md). */
+function requestFor(hook: Webhook, event: ClaimedEvent, projects: Map<number, string>, now: number): NewOutboundRow {
   let payload: Record<string, unknown> = {};
   try {
     const parsed = JSON.parse(event.payload) as unknown;
@@ -77,21 +78,5 @@ function webhookRequestRow(hook: Webhook, event: ClaimedEvent, projects: Map<num
     occurred_at: formatIsoTime(event.created_at),
     ...rest,
   });
-  return {
-    account_id: event.account_id,
-    project_id: event.project_id,
-    kind: 'webhook',
-    webhook_id: Number(hook.id),
-    event_id: event.id,
-    event_type: event.type,
-    url: hook.url,
-    headers: JSON.stringify({ 'x-posthorn-event-id': eventIdOf(event.id), 'x-posthorn-event': event.type }),
-    ref: null,
-    state: 'pending',
-    attempts: 0,
-    next_attempt_at: now,
-    created_at: now,
-    updated_at: now,
-    body,
-  };
+  return webhookRequestRow({ accountId: event.account_id, projectId: event.project_id, webhookId: Number(hook.id), url: hook.url, eventId: event.id, eventKey: eventIdOf(event.id), eventType: event.type, body, now });
 }
