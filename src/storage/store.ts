@@ -132,20 +132,6 @@ export class Store {
     for (const settle of settled) settle();
   }
 
-  /**
-   * How many of `n` independent writes to put in one transaction: all of them, on both databases.
-   * On SQLite the batch shares one fsync. On PostgreSQL a batch of delivery finishes is a fixed
-   * handful of statements whatever its size (delivery-queue.ts finishTransmissions: one UPDATE, one
-   * attempts INSERT, one events INSERT), where one transaction per finish cost five round trips
-   * each: measured, the worker's and the database's CPU per message halve
-   * (docs/decisions/0003-performance.md, "PostgreSQL end to end and ingest"). A job whose next
-   * claim must see its finishes claims after they commit (workers/lease-runner.ts,
-   * claimWithFinishes), so one longer transaction does not let that claim run first.
-   */
-  writeBatchSize(n: number): number {
-    return Math.max(1, n);
-  }
-
   /** Tells workers (in this process, and in others where the dialect can) that work is due. */
   wake(channel: WakeChannel): void {
     this.wakes.emit(channel);
