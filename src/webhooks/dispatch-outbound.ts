@@ -178,7 +178,8 @@ export function createDispatchWorker(services: Services, workerId?: string): Dis
         error: outcome.error,
         durationMs: outcome.durationMs,
         url: request.url,
-        attempt: request.attempts + 1,
+        // The claim charged this attempt: request.attempts counts it already.
+        attempt: request.attempts,
         eventType: request.event_type,
         webhookId: request.webhook_id,
       });

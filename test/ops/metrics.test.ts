@@ -10,6 +10,9 @@ import { recordDeliveryAttempt, recordOutboundAttempt } from '../../src/observab
 import { domainGroup, smtpCodeClass } from '../../src/observability/metrics.ts';
 import { startTestApp } from '../helpers/app.ts';
 import { simpleMessage } from '../delivery/harness.ts';
+import { startHttpSink } from '../helpers/http-sink.ts';
+import { recordEvent } from '../../src/storage/events.ts';
+import type { OutboundDispatcher } from '../../src/webhooks/index.ts';
 import { sampleValue, scrape, scrapeUntil } from './prometheus.ts';
 
 function captureLog(): { log: pino.Logger; lines: Array<Record<string, unknown>> } {
@@ -165,5 +168,23 @@ describe('operations endpoints', () => {
     assert.equal(smtpCodeClass('SMTP_550'), '5xx');
     assert.equal(smtpCodeClass('TIMEOUT'), 'none');
     assert.equal(smtpCodeClass(null), 'none');
+  });
+
+  it('numbers outbound attempts from 1 in their log lines', async () => {
+    const { log, lines } = captureLog();
+    const sink = await startHttpSink();
+    cleanup.push(() => sink.close());
+    const t = await startTestApp({ log, config: { allowPrivateWebhooks: true } });
+    cleanup.push(() => t.close());
+    const seed = await t.seed();
+    await t.call('create_webhook', { api_key: seed.accountKey, arguments: { url: sink.url + '/hook', events: ['delivered'] } });
+    sink.answer(() => 500);
+    const services = t.app.services;
+    await services.store.write((trx) => recordEvent(trx, { accountId: seed.accountId, projectId: seed.projectId, type: 'delivered', payload: {}, now: services.clock.now() }));
+    await (t.app.background.find((s) => s.name === 'webhooks') as OutboundDispatcher).drain();
+    const attempts = lines.filter((l) => l.event === 'outbound_attempt');
+    assert.equal(attempts.length, 1, JSON.stringify(attempts));
+    assert.equal(attempts[0].attempt, 1);
+    assert.equal(attempts[0].outcome, 'retry');
   });
 });
