@@ -51,6 +51,14 @@ export class Store {
     return this.dialect.name;
   }
 
+  /**
+   * Whether the writes issued in one event-loop turn commit together (SQLite's group commit): a
+   * claim issued beside a batch of finishes then becomes visible in the same commit as they do.
+   */
+  get commitsTurnsTogether(): boolean {
+    return this.dialect.groupCommit;
+  }
+
   /** Applies pending migrations (storage/migrate.ts); returns the names applied. */
   migrate(): Promise<string[]> {
     return migrateToLatest(this.dialect);

@@ -102,6 +102,8 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
    */
   private working = 0;
   private finishQueue: Array<QueuedFinish<Finish>> = [];
+  /** finishes handed to the store and not committed yet: their units are still held */
+  private writing = 0;
   private finishTimer: NodeJS.Timeout | null = null;
   private claiming: Promise<void> | null = null;
   /** the last claim was full, or a wake-up came since: there may be more due units */
@@ -220,9 +222,12 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
     this.job.stopped?.();
   }
 
-  /** Claimed units at work plus finishes not yet written: at most `slots` unrecorded at once. */
+  /**
+   * Claimed units at work plus finishes not yet committed: at most `slots` units held at once, so
+   * at most `slots` can be worked twice after a crash (the bound docs/decisions/0008 states).
+   */
   private busy(): number {
-    return this.working + this.finishQueue.length;
+    return this.working + this.finishQueue.length + this.writing;
   }
 
   /**
@@ -230,9 +235,9 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
    * claim threshold (unless nothing is busy), so one statement feeds many units; in a flush any
    * free slot is refilled (`threshold` 1), as the claim then joins the finishes' commit.
    */
-  private fill(threshold?: number): Promise<void> {
+  private fill(threshold?: number, committingWith = 0): Promise<void> {
     if (this.claiming || this.stopping || this.outage.holdingOff()) return this.claiming ?? Promise.resolve();
-    const claiming = this.claimWhileFree(threshold);
+    const claiming = this.claimWhileFree(threshold, committingWith);
     this.claiming = claiming;
     // Cleared after the loop (which may end without awaiting); a wake-up in between claims again.
     void claiming.then(() => {
@@ -245,12 +250,14 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
     return claiming;
   }
 
-  private async claimWhileFree(threshold: number | undefined): Promise<void> {
+  /** @param committingWith finishes that commit together with this claim: their slots count as free */
+  private async claimWhileFree(threshold: number | undefined, committingWith: number): Promise<void> {
     try {
       const slots = Math.max(1, this.job.slots);
       const minimum = threshold ?? this.job.claimThreshold ?? Math.max(1, Math.floor(slots / 4));
       while (!this.stopping && this.moreDue) {
-        const busy = this.busy();
+        const busy = this.busy() - committingWith;
+        committingWith = 0;
         const free = slots - busy;
         if (free <= 0 || (busy > 0 && free < minimum)) break;
         this.wokeDuringClaim = false;
@@ -338,11 +345,16 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
     // size, where one transaction per finish cost five round trips each (measured: the worker's and
     // the database's CPU per message halve, docs/decisions/0003-performance.md). A job whose next
     // claim must see its finishes claims after they commit (claimWithFinishes unset).
-    if (batch.length > 0) void this.writeFinishes(batch);
-    // Refill the slots these units freed in the same turn: the claim joins this group commit.
-    if (this.job.claimWithFinishes && this.moreDue && !this.stopping) void this.fill(1);
+    if (batch.length === 0) return;
+    this.writing += batch.length;
+    void this.writeFinishes(batch);
+    // Refill the slots these units freed in the same turn where the store commits the claim with
+    // these finishes (SQLite's group commit: one fsync for both); elsewhere the claim follows
+    // their commit (the units' completion calls fill()), so no more than `slots` are ever held.
+    if (this.job.claimWithFinishes && this.services.store.commitsTurnsTogether && this.moreDue && !this.stopping) void this.fill(1, batch.length);
   }
 
+  /** Writes a batch; its units stop counting as held (`writing`) before anyone hears the outcome. */
   private async writeFinishes(batch: Array<QueuedFinish<Finish>>): Promise<void> {
     let kept: boolean[];
     try {
@@ -351,6 +363,7 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
         batch.map((b) => b.finish),
       );
     } catch (error) {
+      this.writing -= batch.length;
       if (batch.length === 1 || this.stopping || isStoreUnavailable(error)) {
         for (const b of batch) b.reject(error);
         return;
@@ -359,6 +372,8 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
       await Promise.all(batch.map((b) => this.job.finish(this.workerId, [b.finish]).then(([one]) => b.resolve(one), b.reject)));
       return;
     }
+    this.writing -= batch.length;
     batch.forEach((b, i) => b.resolve(kept[i]));
   }
+
 }
