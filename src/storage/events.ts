@@ -7,7 +7,13 @@
 // unit records are inserted together when its function returns, before its COMMIT (store.ts):
 // a batch of delivery finishes writes its N events in ONE statement instead of N round trips
 // (docs/decisions/0003-performance.md). Nothing in a unit reads back the events it recorded.
-import { CompiledQuery } from 'kysely';
+//
+// An event of an account without an active webhook endpoint is recorded already dispatched
+// (dispatched_at = NO_ENDPOINT): nobody can hear of it (an endpoint hears of what happens after it
+// exists, docs/webhooks.md), so the fan-out neither claims nor rewrites it. The test is part of the
+// INSERT, against what is committed when the statement runs: an endpoint whose creation has been
+// answered hears of every event recorded after.
+import { CompiledQuery, sql } from 'kysely';
 import type { EventKind } from '../domain/events.ts';
 import { preparedOnServer, takesArrayParameters } from './dialect.ts';
 import type { EventsTable } from './schema.ts';
@@ -25,6 +31,14 @@ export interface NewEvent {
 
 type EventRow = Pick<EventsTable, 'account_id' | 'project_id' | 'type' | 'payload' | 'message_id' | 'created_at'>;
 
+/** events.dispatched_at of an event recorded while its account had no active webhook endpoint. */
+export const NO_ENDPOINT = 0;
+
+/** dispatched_at of a new event of `accountId`: null (the fan-out's) or NO_ENDPOINT. */
+function dispatchedAtFor(accountId: number) {
+  return sql<number | null>`CASE WHEN EXISTS (SELECT 1 FROM webhooks WHERE account_id = ${accountId} AND status = 'active') THEN NULL ELSE ${sql.lit(NO_ENDPOINT)} END`;
+}
+
 /** The events recorded so far in a unit whose inserts are deferred, by its transaction. */
 const deferred = new WeakMap<object, EventRow[]>();
 
@@ -40,7 +54,7 @@ export async function recordEvent(db: Tx, event: NewEvent): Promise<void> {
   };
   const later = deferred.get(db);
   if (later) later.push(row);
-  else await db.insertInto('events').values(row).execute();
+  else await db.insertInto('events').values({ ...row, dispatched_at: dispatchedAtFor(row.account_id) }).execute();
 }
 
 /** From now on the events recorded in `trx` wait for insertDeferredEvents (store.ts, per unit). */
@@ -57,7 +71,7 @@ export async function insertDeferredEvents(trx: Tx): Promise<void> {
   deferred.delete(trx);
   if (!rows || rows.length === 0) return;
   if (rows.length === 1 || !takesArrayParameters(trx)) {
-    await trx.insertInto('events').values(rows).execute();
+    await trx.insertInto('events').values(rows.map((row) => ({ ...row, dispatched_at: dispatchedAtFor(row.account_id) }))).execute();
     return;
   }
   const column = <K extends keyof EventRow>(key: K) => rows.map((r) => r[key] ?? null);
@@ -66,8 +80,9 @@ export async function insertDeferredEvents(trx: Tx): Promise<void> {
   );
 }
 
-const INSERT_EVENTS_SQL = preparedOnServer(`INSERT INTO events (account_id, project_id, type, payload, message_id, created_at)
-SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])`);
+const INSERT_EVENTS_SQL = preparedOnServer(`INSERT INTO events (account_id, project_id, type, payload, message_id, created_at, dispatched_at)
+SELECT e.*, CASE WHEN EXISTS (SELECT 1 FROM webhooks w WHERE w.account_id = e.account_id AND w.status = 'active') THEN NULL ELSE ${NO_ENDPOINT} END
+FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[]) AS e(account_id, project_id, type, payload, message_id, created_at)`);
 
 /** Whether some event still waits for the dispatcher's fan-out. */
 export async function hasUndispatchedEvents(db: Tx): Promise<boolean> {

@@ -12,6 +12,7 @@
 import { eventIdOf } from '../domain/outbound-refs.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Services } from '../services.ts';
+import { hasUndispatchedEvents } from '../storage/events.ts';
 import { insertOutboundMany, webhookRequestRow, type NewOutboundRow } from '../storage/outbound.ts';
 import type { Webhook } from '../storage/outbound-schema.ts';
 import { claimUndispatchedEvents, findProjectUids, listActiveWebhooksOf, type ClaimedEvent } from '../storage/webhooks.ts';
@@ -30,6 +31,9 @@ export function createFanOutJob(services: Services): SweepRunner {
     wakeOn: 'events',
     everyMs: Math.max(50, config.pollMs),
     async sweep(shouldStop) {
+      // Most wake-ups find nothing (events of accounts without endpoints are recorded dispatched,
+      // storage/events.ts): one read of the small pending index instead of a write transaction.
+      if (!(await hasUndispatchedEvents(store.db))) return;
       let enqueued = 0;
       for (let round = 0; round < FAN_OUT_ROUNDS && !shouldStop(); round++) {
         const now = clock.now();

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ManualClock } from '../../src/domain/clock.ts';
-import { recordEvent, type NewEvent } from '../../src/storage/events.ts';
+import { NO_ENDPOINT, recordEvent, type NewEvent } from '../../src/storage/events.ts';
 import type { OutboundDispatcher } from '../../src/webhooks/index.ts';
 import { SweepRunner } from '../../src/workers/sweep-runner.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
@@ -180,6 +180,40 @@ describe('delivery webhooks', () => {
     }
   });
 
+
+  it('records the events of an account without an active endpoint as dispatched, and fans out what is recorded once one exists', async () => {
+    const quiet = await t.seed('Quiet');
+    const stateOf = async (messageUid: string) => {
+      const rows = await t.app.services.store.db.selectFrom('events').select(['payload', 'dispatched_at']).where('account_id', '=', quiet.accountId).execute();
+      const row = rows.find((r) => JSON.parse(r.payload).message_uid === messageUid);
+      assert.ok(row, `event of ${messageUid}`);
+      return row.dispatched_at === null ? 'pending' : Number(row.dispatched_at) === NO_ENDPOINT ? 'nobody' : 'fanned out';
+    };
+    sink.requests.length = 0;
+    sink.answer(() => 200);
+
+    await addEvents(t, [deliveredEvent(quiet, 1)]);
+    assert.equal(await stateOf('msg-1'), 'nobody');
+
+    const created = await t.call('create_webhook', { api_key: quiet.accountKey, arguments: { url: sink.url + '/quiet' } });
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    await addEvents(t, [deliveredEvent(quiet, 2)]);
+    assert.equal(await stateOf('msg-2'), 'pending');
+    await dispatcherOf(t).drain();
+    assert.deepEqual(
+      sink.requests.map((r) => `${r.path} ${JSON.parse(r.body).message_uid}`),
+      ['/quiet msg-2'],
+      'the endpoint hears of what happens after it exists, not of the event before',
+    );
+    assert.equal(await stateOf('msg-2'), 'fanned out');
+
+    // A disabled endpoint listens to nothing: the account's events are recorded dispatched again.
+    await t.call('update_webhook', { api_key: quiet.accountKey, arguments: { uid: created.body.data.webhook.uid, status: 'disabled' } });
+    await addEvents(t, [deliveredEvent(quiet, 3)]);
+    assert.equal(await stateOf('msg-3'), 'nobody');
+    await dispatcherOf(t).drain();
+    assert.equal(sink.requests.length, 1);
+  });
   it('retries on the default schedule (5s,5m,30m,2h,5h,10h,10h) for over a day, records every attempt, then marks the delivery failed (and can requeue it)', async () => {
     const s = await t.seed('Retry');
     const created = await t.call('create_webhook', { api_key: s.accountKey, arguments: { url: sink.url + '/retry', events: ['delivered'] } });
