@@ -250,7 +250,7 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     claimWithFinishes: true,
 
     async claim(worker, limit) {
-      const claimed = await store.write((trx) => claimDueTransmissions(trx, { worker, now: clock.now(), leaseMs: config.leaseMs, limit }));
+      const claimed = await store.writeStatement((db) => claimDueTransmissions(db, { worker, now: clock.now(), leaseMs: config.leaseMs, limit }));
       if (claimed.length > 0) {
         const batch = contexts.load(claimed);
         batch.catch(() => {}); // each transmission handles a failed batch read itself (load)

@@ -11,6 +11,7 @@ import type { Services } from '../services.ts';
 import { parsePayload, type MessagePayload } from '../domain/message-payload.ts';
 import { mergeVariables, type Variables } from '../domain/variables.ts';
 import type { ClaimedTransmission } from '../storage/delivery-queue.ts';
+import { readMessagesForDelivery } from '../storage/messages.ts';
 import { composeMime, payloadHasVariables, type ComposedMime } from '../domain/compose-mime.ts';
 import { rewriteHtmlParts } from '../domain/rewrite-html-parts.ts';
 import { findDkimKey, type DkimKey } from './dkim.ts';
@@ -60,22 +61,7 @@ export class MessageContexts {
       } else missing.add(t.message_id);
     }
     if (missing.size > 0) {
-      const rows = await this.services.store.db
-        .selectFrom('messages')
-        .innerJoin('projects', 'projects.id', 'messages.project_id')
-        .select([
-          'messages.id as id',
-          'messages.uid as uid',
-          'messages.unique_id as unique_id',
-          'messages.project_id as project_id',
-          'messages.created_at as created_at',
-          'messages.payload as payload',
-          'projects.uid as project_uid',
-          'projects.account_id as account_id',
-          'projects.settings as settings',
-        ])
-        .where('messages.id', 'in', padToPowerOfTwo([...missing]))
-        .execute();
+      const rows = await readMessagesForDelivery(this.services.store.db, [...missing]);
       for (const row of rows) {
         const payload = parsePayload(row.payload);
         const context: MessageContext = {
@@ -203,17 +189,4 @@ function projectSetting(settingsJson: string, key: string): unknown {
   } catch {
     return undefined;
   }
-}
-
-/**
- * The ids with the last one repeated up to the next power of two: `IN (...)` lists of a few sizes
- * only, so the statement cache (dialects/sqlite.ts, keyed by SQL text) is not churned by one text
- * per batch size. Repeats match the same rows; they change nothing.
- */
-function padToPowerOfTwo(ids: number[]): number[] {
-  let size = 1;
-  while (size < ids.length) size *= 2;
-  const padded = ids.slice();
-  while (padded.length < size) padded.push(ids[ids.length - 1]);
-  return padded;
 }

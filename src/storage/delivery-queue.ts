@@ -35,7 +35,7 @@ export async function claimDueTransmissions(trx: Tx, opts: ClaimOptions): Promis
   // The due rows are picked once, in a MATERIALIZED CTE: as a plain `IN (subquery)` PostgreSQL
   // may run the subquery again per row (a SubPlan), see the rows this very UPDATE already moved out
   // of the due range, and claim past the LIMIT.
-  const rows = await trx
+  const query = trx
     .with(
       (cte) => cte('due').materialized(),
       (qb) => {
@@ -56,7 +56,10 @@ export async function claimDueTransmissions(trx: Tx, opts: ClaimOptions): Promis
     .set({ locked_by: opts.worker, locked_until: leaseEnd, next_attempt_at: leaseEnd })
     .where('id', 'in', (eb) => eb.selectFrom('due').select('due.id'))
     .returning(['id', 'message_id', 'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'attempts', 'created_at'])
-    .execute();
+    .compile();
+  // The text is the same for every claim (the limit is a parameter): planned once per connection.
+  preparedOnServer(query.sql);
+  const { rows } = await trx.executeQuery(query);
   // RETURNING order is unspecified: deliver oldest first anyway.
   return rows.sort((a, b) => a.id - b.id);
 }

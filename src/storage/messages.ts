@@ -6,7 +6,7 @@
 // (docs/decisions/0003-performance.md): on PostgreSQL ONE statement (a data-modifying CTE, atomic
 // without BEGIN/COMMIT: dialects/postgres.ts), on SQLite one unit of the store's group commit.
 import { CompiledInsert } from './compiled-insert.ts';
-import { isUniqueViolationError } from './dialect.ts';
+import { isUniqueViolationError, preparedOnServer } from './dialect.ts';
 import type { Duplicate } from './duplicates.ts';
 import type { NewMessage } from './schema.ts';
 import type { Store, Tx } from './store.ts';
@@ -90,4 +90,44 @@ export async function storeAcceptedMessage(
     if (error === DUPLICATE) return { duplicate: true };
     throw error;
   }
+}
+
+/**
+ * What delivery needs of the messages of a claimed batch, with their projects: one query. Its text
+ * depends only on the next power of two of the count (padToPowerOfTwo), a bounded set of texts,
+ * each prepared once per connection where the server prepares statements.
+ */
+export async function readMessagesForDelivery(db: Tx, ids: readonly number[]) {
+  const query = db
+    .selectFrom('messages')
+    .innerJoin('projects', 'projects.id', 'messages.project_id')
+    .select([
+      'messages.id as id',
+      'messages.uid as uid',
+      'messages.unique_id as unique_id',
+      'messages.project_id as project_id',
+      'messages.created_at as created_at',
+      'messages.payload as payload',
+      'projects.uid as project_uid',
+      'projects.account_id as account_id',
+      'projects.settings as settings',
+    ])
+    .where('messages.id', 'in', padToPowerOfTwo(ids))
+    .compile();
+  preparedOnServer(query.sql);
+  return (await db.executeQuery(query)).rows;
+}
+
+/**
+ * The ids with the last one repeated up to the next power of two: `IN (...)` lists of a few sizes
+ * only, so neither SQLite's statement cache (dialects/sqlite.ts, keyed by SQL text) nor the
+ * server's prepared statements are churned by one text per batch size. Repeats match the same
+ * rows; they change nothing.
+ */
+function padToPowerOfTwo(ids: readonly number[]): number[] {
+  let size = 1;
+  while (size < ids.length) size *= 2;
+  const padded = ids.slice();
+  while (padded.length < size) padded.push(ids[ids.length - 1]);
+  return padded;
 }

@@ -72,19 +72,39 @@ export class Store {
   write<T>(fn: (trx: Tx) => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new Error('store is closed'));
     if (!this.dialect.groupCommit) {
-      // Tracked so close() waits for it: ending the pool under a waiting transaction strands it.
       // The unit's events are inserted together when fn returns, before the COMMIT (events.ts).
-      const unit = this.db.transaction().execute(async (trx) => {
-        deferEvents(trx);
-        const value = await fn(trx);
-        await insertDeferredEvents(trx);
-        return value;
-      });
-      this.inflight.add(unit);
-      const forget = () => this.inflight.delete(unit);
-      unit.then(forget, forget);
-      return unit;
+      return this.track(
+        this.db.transaction().execute(async (trx) => {
+          deferEvents(trx);
+          const value = await fn(trx);
+          await insertDeferredEvents(trx);
+          return value;
+        }),
+      );
     }
+    return this.joinGroup(fn);
+  }
+
+  /**
+   * A write unit of exactly ONE statement that records no event (a claim: `UPDATE ... RETURNING`).
+   * Where each unit is its own transaction (PostgreSQL) the statement runs alone, atomic without
+   * BEGIN and COMMIT (one round trip instead of three); where a turn's units share a commit
+   * (SQLite) it joins the turn's group like any write.
+   */
+  writeStatement<T>(fn: (db: Tx) => Promise<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('store is closed'));
+    return this.dialect.groupCommit ? this.joinGroup(fn) : this.track(fn(this.db));
+  }
+
+  /** Tracked so close() waits for it: ending the pool under a waiting transaction strands it. */
+  private track<T>(unit: Promise<T>): Promise<T> {
+    this.inflight.add(unit);
+    const forget = () => this.inflight.delete(unit);
+    unit.then(forget, forget);
+    return unit;
+  }
+
+  private joinGroup<T>(fn: (trx: Tx) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.pending.push({ fn, resolve: resolve as (v: unknown) => void, reject });
       if (this.pending.length === 1 && !this.flushing) setImmediate(() => void this.flush());

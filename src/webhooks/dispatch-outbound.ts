@@ -113,7 +113,7 @@ export function createDispatchWorker(services: Services, workerId?: string): Dis
 
     async claim(worker, limit) {
       const now = clock.now();
-      const claimed = await store.write((trx) => claimDueOutbound(trx, { worker, now, leaseUntil: now + leaseMs, limit }));
+      const claimed = await store.writeStatement((db) => claimDueOutbound(db, { worker, now, leaseUntil: now + leaseMs, limit }));
       if (claimed.length === 0) return [];
       // One read for the endpoints of the whole batch (signing needs each one's current secret).
       const hookIds = [...new Set(claimed.map((r) => r.webhook_id).filter((id): id is number => id !== null))];
