@@ -29,17 +29,23 @@ export class CompiledInsert<T extends Table> {
   /** per query adapter (one per dialect instance), per row count */
   private readonly cache = new WeakMap<object, Map<number, Prepared>>();
 
+  /**
+   * @param computed columns whose value is an expression of the row's values (a subquery, say):
+   *   built once like the rest, `value(column)` standing for that column's value in the row
+   */
   constructor(
     private readonly table: T,
     private readonly columns: readonly (keyof InsertObject<Database, T> & string)[],
     private readonly returningId: boolean,
+    private readonly computed: Readonly<Record<string, (value: (column: string) => unknown) => unknown>> = {},
   ) {}
 
   private prepare(db: Tx, rowCount: number): Prepared {
-    const markers: Array<Record<string, Marker>> = [];
+    const markers: Array<Record<string, unknown>> = [];
     for (let row = 0; row < rowCount; row++) {
-      const values: Record<string, Marker> = {};
-      for (const column of this.columns) values[column] = { row, column };
+      const values: Record<string, unknown> = {};
+      for (const column of this.columns) values[column] = { row, column } satisfies Marker;
+      for (const [column, build] of Object.entries(this.computed)) values[column] = build((source) => ({ row, column: source }) satisfies Marker);
       markers.push(values);
     }
     // The markers stand in for values only while compiling; they never reach the database.

@@ -15,6 +15,7 @@
 // answered hears of every event recorded after.
 import { CompiledQuery, sql } from 'kysely';
 import type { EventKind } from '../domain/events.ts';
+import { CompiledInsert } from './compiled-insert.ts';
 import { preparedOnServer, takesArrayParameters } from './dialect.ts';
 import type { EventsTable } from './schema.ts';
 import type { Tx } from './store.ts';
@@ -34,10 +35,12 @@ type EventRow = Pick<EventsTable, 'account_id' | 'project_id' | 'type' | 'payloa
 /** events.dispatched_at of an event recorded while its account had no active webhook endpoint. */
 export const NO_ENDPOINT = 0;
 
-/** dispatched_at of a new event of `accountId`: null (the fan-out's) or NO_ENDPOINT. */
-function dispatchedAtFor(accountId: number) {
-  return sql<number | null>`CASE WHEN EXISTS (SELECT 1 FROM webhooks WHERE account_id = ${accountId} AND status = 'active') THEN NULL ELSE ${sql.lit(NO_ENDPOINT)} END`;
-}
+/** The INSERT of events one by one (SQLite, and a unit's single event), compiled once. */
+const INSERT_EVENT = new CompiledInsert('events', ['account_id', 'project_id', 'type', 'payload', 'message_id', 'created_at'], false, {
+  // null (the fan-out's) or NO_ENDPOINT
+  dispatched_at: (value) =>
+    sql`CASE WHEN EXISTS (SELECT 1 FROM webhooks WHERE account_id = ${value('account_id')} AND status = 'active') THEN NULL ELSE ${sql.lit(NO_ENDPOINT)} END`,
+});
 
 /** The events recorded so far in a unit whose inserts are deferred, by its transaction. */
 const deferred = new WeakMap<object, EventRow[]>();
@@ -54,7 +57,7 @@ export async function recordEvent(db: Tx, event: NewEvent): Promise<void> {
   };
   const later = deferred.get(db);
   if (later) later.push(row);
-  else await db.insertInto('events').values({ ...row, dispatched_at: dispatchedAtFor(row.account_id) }).execute();
+  else await INSERT_EVENT.execute(db, [row]);
 }
 
 /** From now on the events recorded in `trx` wait for insertDeferredEvents (store.ts, per unit). */
@@ -71,7 +74,7 @@ export async function insertDeferredEvents(trx: Tx): Promise<void> {
   deferred.delete(trx);
   if (!rows || rows.length === 0) return;
   if (rows.length === 1 || !takesArrayParameters(trx)) {
-    await trx.insertInto('events').values(rows.map((row) => ({ ...row, dispatched_at: dispatchedAtFor(row.account_id) }))).execute();
+    await INSERT_EVENT.execute(trx, rows);
     return;
   }
   const column = <K extends keyof EventRow>(key: K) => rows.map((r) => r[key] ?? null);
