@@ -13,6 +13,7 @@
 import { CompiledQuery, sql } from 'kysely';
 import type { Transmission } from './schema.ts';
 import { preparedOnServer, skippingLocked, takesArrayParameters } from './dialect.ts';
+import { CompiledStatement } from './compiled-statement.ts';
 import type { Tx } from './store.ts';
 
 /** The columns a claim returns (its RETURNING list). */
@@ -30,39 +31,42 @@ export interface ClaimOptions {
 
 export async function claimDueTransmissions(trx: Tx, opts: ClaimOptions): Promise<ClaimedTransmission[]> {
   const leaseEnd = opts.now + opts.leaseMs;
-  // The status test is a literal (not bound parameters) so the planner can match it against the
-  // partial index transmissions_due, whose WHERE is the same text.
-  // The due rows are picked once, in a MATERIALIZED CTE: as a plain `IN (subquery)` PostgreSQL
-  // may run the subquery again per row (a SubPlan), see the rows this very UPDATE already moved out
-  // of the due range, and claim past the LIMIT.
-  const query = trx
-    .with(
-      (cte) => cte('due').materialized(),
-      (qb) => {
-        let due = qb
-          .selectFrom('transmissions')
-          .select('id')
-          .where(sql<boolean>`status in ('queued', 'retry')`)
-          .where('next_attempt_at', '<=', opts.now)
-          // A lease holds until locked_until, exclusive: at that instant the row is due again.
-          .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', opts.now)]))
-          .orderBy('next_attempt_at')
-          .orderBy('id')
-          .limit(opts.limit);
-        return skippingLocked(due, trx);
-      },
-    )
-    .updateTable('transmissions')
-    .set({ locked_by: opts.worker, locked_until: leaseEnd, next_attempt_at: leaseEnd })
-    .where('id', 'in', (eb) => eb.selectFrom('due').select('due.id'))
-    .returning(['id', 'message_id', 'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'attempts', 'created_at'])
-    .compile();
+  const query = CLAIM.with(trx, { now: opts.now, limit: opts.limit, worker: opts.worker, leaseEnd });
   // The text is the same for every claim (the limit is a parameter): planned once per connection.
   preparedOnServer(query.sql);
   const { rows } = await trx.executeQuery(query);
   // RETURNING order is unspecified: deliver oldest first anyway.
   return rows.sort((a, b) => a.id - b.id);
 }
+
+// The status test is a literal (not bound parameters) so the planner can match it against the
+// partial index transmissions_due, whose WHERE is the same text.
+// The due rows are picked once, in a MATERIALIZED CTE: as a plain `IN (subquery)` PostgreSQL
+// may run the subquery again per row (a SubPlan), see the rows this very UPDATE already moved out
+// of the due range, and claim past the LIMIT.
+const CLAIM = new CompiledStatement<'now' | 'limit' | 'worker' | 'leaseEnd', ClaimedTransmission>((trx, value) =>
+  trx
+    .with(
+      (cte) => cte('due').materialized(),
+      (qb) => {
+        const due = qb
+          .selectFrom('transmissions')
+          .select('id')
+          .where(sql<boolean>`status in ('queued', 'retry')`)
+          .where('next_attempt_at', '<=', value('now'))
+          // A lease holds until locked_until, exclusive: at that instant the row is due again.
+          .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', value('now'))]))
+          .orderBy('next_attempt_at')
+          .orderBy('id')
+          .limit(value('limit'));
+        return skippingLocked(due, trx);
+      },
+    )
+    .updateTable('transmissions')
+    .set({ locked_by: value('worker'), locked_until: value('leaseEnd'), next_attempt_at: value('leaseEnd') })
+    .where('id', 'in', (eb) => eb.selectFrom('due').select('due.id'))
+    .returning(['id', 'message_id', 'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'attempts', 'created_at']),
+);
 
 export type FinishState =
   | { status: 'completed'; at: number }
@@ -100,61 +104,43 @@ export async function finishTransmission(trx: Tx, input: FinishInput): Promise<n
 
 /** The transmission's new state, only while `input.worker` holds the lease: the new attempt count, or null. */
 async function updateUnderLease(trx: Tx, input: FinishInput): Promise<number | null> {
-  const { sql, slots } = preparedFinish(trx, input.state.status);
-  const values: Record<FinishSlot, unknown> = {
-    id: input.id,
-    worker: input.worker,
-    now: input.now,
-    code: input.resultCode,
-    message: input.resultMessage,
-    at: input.state.status === 'retry' ? input.state.nextAttemptAt : input.state.at,
-  };
-  const parameters = slots.map((slot) => (isSlot(slot) ? values[slot.slot] : slot));
-  const result = await trx.executeQuery<{ attempts: number }>(CompiledQuery.raw(sql, parameters));
+  const result = await trx.executeQuery(
+    FINISH_BY_STATUS[input.state.status].with(trx, {
+      id: input.id,
+      worker: input.worker,
+      now: input.now,
+      code: input.resultCode,
+      message: input.resultMessage,
+      at: input.state.status === 'retry' ? input.state.nextAttemptAt : input.state.at,
+    }),
+  );
   const row = result.rows[0];
   return row ? Number(row.attempts) : null;
 }
 
-// The finish UPDATE runs once per delivered message: it is built and compiled by Kysely once per
-// status (and dialect instance), with marker objects standing for the values, then executed with
-// fresh parameters (the technique of compiled-insert.ts; building and compiling each time was a
-// measurable share of a delivery, docs/decisions/0003-performance.md).
-type FinishSlot = 'id' | 'worker' | 'now' | 'code' | 'message' | 'at';
-interface SlotMarker {
-  slot: FinishSlot;
-}
-const isSlot = (value: unknown): value is SlotMarker => typeof value === 'object' && value !== null && 'slot' in value;
-const finishCache = new WeakMap<object, Map<string, { sql: string; slots: unknown[] }>>();
-
-function preparedFinish(trx: Tx, status: FinishState['status']): { sql: string; slots: unknown[] } {
-  const adapter = trx.getExecutor().adapter;
-  let byStatus = finishCache.get(adapter);
-  if (!byStatus) finishCache.set(adapter, (byStatus = new Map()));
-  let prepared = byStatus.get(status);
-  if (prepared) return prepared;
-  const m = (slot: FinishSlot) => ({ slot }) as unknown as never;
-  const compiled = trx
-    .updateTable('transmissions')
-    .set((eb) => ({
-      status,
-      attempts: eb('attempts', '+', 1),
-      locked_by: null,
-      locked_until: null,
-      updated_at: m('now'),
-      result_code: m('code'),
-      result_message: m('message'),
-      ...(status === 'completed' ? { completed_at: m('at') } : {}),
-      ...(status === 'failed' ? { failed_at: m('at') } : {}),
-      ...(status === 'retry' ? { next_attempt_at: m('at') } : {}),
-    }))
-    .where('id', '=', m('id'))
-    .where('locked_by', '=', m('worker'))
-    .returning('attempts')
-    .compile();
-  prepared = { sql: compiled.sql, slots: [...compiled.parameters] };
-  byStatus.set(status, prepared);
-  return prepared;
-}
+// The finish UPDATE runs once per delivered message: built and compiled once per status
+// (storage/compiled-statement.ts).
+const finishStatement = (status: FinishState['status']) =>
+  new CompiledStatement<'id' | 'worker' | 'now' | 'code' | 'message' | 'at', { attempts: number }>((trx, value) =>
+    trx
+      .updateTable('transmissions')
+      .set((eb) => ({
+        status,
+        attempts: eb('attempts', '+', 1),
+        locked_by: null,
+        locked_until: null,
+        updated_at: value('now'),
+        result_code: value('code'),
+        result_message: value('message'),
+        ...(status === 'completed' ? { completed_at: value('at') } : {}),
+        ...(status === 'failed' ? { failed_at: value('at') } : {}),
+        ...(status === 'retry' ? { next_attempt_at: value('at') } : {}),
+      }))
+      .where('id', '=', value('id'))
+      .where('locked_by', '=', value('worker'))
+      .returning('attempts'),
+  );
+const FINISH_BY_STATUS = { completed: finishStatement('completed'), failed: finishStatement('failed'), retry: finishStatement('retry') };
 
 function attemptRow(input: FinishInput) {
   return {

@@ -8,6 +8,7 @@
 // For the reports engineer (get_suppression_list): listSuppressions(db, projectId) returns the
 // rows in insertion order; present blocked_until with formatIsoTime.
 import { CompiledQuery, sql } from 'kysely';
+import { CompiledStatement } from './compiled-statement.ts';
 import { preparedOnServer, takesArrayParameters } from './dialect.ts';
 import { normalizeAddress, SOFT_BOUNCE_BLOCK_MS, SOFT_BOUNCE_THRESHOLD, SOFT_BOUNCE_WINDOW_MS } from '../domain/suppression-policy.ts';
 import type { Tx } from './store.ts';
@@ -17,14 +18,19 @@ import type { Suppression } from './schema.ts';
 export async function findActiveSuppression(db: Tx, projectId: number, address: string, now: number): Promise<Suppression | undefined> {
   // Batched only outside a transaction: a pending lookup must not outlive the connection it runs on.
   if (!db.isTransaction && takesArrayParameters(db)) return lookupsOf(db).find(projectId, normalizeAddress(address), now);
-  return db
+  const { rows } = await db.executeQuery(ACTIVE_SUPPRESSION.with(db, { projectId, address: normalizeAddress(address), now }));
+  return rows[0];
+}
+
+const ACTIVE_SUPPRESSION = new CompiledStatement<'projectId' | 'address' | 'now', Suppression>((db, value) =>
+  db
     .selectFrom('suppressions')
     .selectAll()
-    .where('project_id', '=', projectId)
-    .where('address', '=', normalizeAddress(address))
-    .where((eb) => eb.or([eb('status', '=', 'rejected'), eb.and([eb('status', '=', 'warning'), eb('blocked_until', '>', now)])]))
-    .executeTakeFirst();
-}
+    .where('project_id', '=', value('projectId'))
+    .where('address', '=', value('address'))
+    .where((eb) => eb.or([eb('status', '=', 'rejected'), eb.and([eb('status', '=', 'warning'), eb('blocked_until', '>', value('now'))])]))
+    .limit(1),
+);
 
 interface PendingLookup {
   projectId: number;
