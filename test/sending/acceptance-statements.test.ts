@@ -95,6 +95,55 @@ describe(`send_message statements (${testDatabase()})`, () => {
     assert.equal((await stored('one-statement')).transmissions.length, 2);
   });
 
+  it('on PostgreSQL the acceptances of one turn share ONE statement; each gets its own id and rows, a taken or repeated uid is the duplicate', { skip: onlyOn('postgres') }, async () => {
+    const { storeAcceptedMessage } = await import('../../src/storage/messages.ts');
+    const store = t.app.services.store;
+    const now = Date.now();
+    const acceptance = (uid: string, recipients: string[], projectId = seed.projectId) => ({
+      message: { project_id: projectId, uid, unique_id: `u-${uid}`, template: null, subject: 'S', from_address: 'a@example.test', deliver: 1, created_at: now, payload: '{}' },
+      copies: recipients.map((recipient, i) => ({ recipient, recipientName: i === 0 ? 'First' : null, variables: i === 1 ? '{"n":2}' : null, completed: null })),
+      dueAt: now,
+    });
+    assert.equal((await send('group-taken', 'x@example.test')).status, 200);
+    await storeAcceptedMessage(store, acceptance('group-warm-1', ['w@example.test'])); // prepared, pool warm
+    let results: Array<{ id: number } | { duplicate: true }> = [];
+    const statements = await statementsDuring(async () => {
+      results = await Promise.all([
+        storeAcceptedMessage(store, acceptance('group-a', ['a1@example.test', 'a2@example.test', 'a3@example.test'])),
+        storeAcceptedMessage(store, acceptance('group-taken', ['nobody@example.test'])),
+        storeAcceptedMessage(store, acceptance('group-b', ['b1@example.test'])),
+        storeAcceptedMessage(store, acceptance('group-a', ['again@example.test'])),
+        storeAcceptedMessage(store, acceptance('group-c', ['c1@example.test', 'c2@example.test'])),
+      ]);
+    });
+    // group-a's repeat waits for the next statement; the other four are one.
+    assert.equal(statements.filter(writesMessages).length, 2, `statements:\n${statements.join('\n---\n')}`);
+    assert.deepEqual(statements.filter(isTransactionControl), []);
+    assert.deepEqual(results.map((r) => ('duplicate' in r ? 'duplicate' : 'stored')), ['stored', 'duplicate', 'stored', 'duplicate', 'stored']);
+    const ids = results.filter((r): r is { id: number } => 'id' in r).map((r) => r.id);
+    assert.equal(new Set(ids).size, 3);
+    for (const [uid, recipients] of [['group-a', ['a1@example.test', 'a2@example.test', 'a3@example.test']], ['group-b', ['b1@example.test']], ['group-c', ['c1@example.test', 'c2@example.test']]] as const) {
+      const { messages, transmissions } = await stored(uid);
+      assert.equal(messages.length, 1, uid);
+      assert.equal(Number(messages[0].id), ids[uid === 'group-a' ? 0 : uid === 'group-b' ? 1 : 2], `${uid} answered with its own id`);
+      assert.deepEqual(transmissions.map((r) => r.recipient), [...recipients], `${uid}: its copies, in order`);
+      assert.equal(transmissions[0].recipient_name, 'First');
+      if (recipients.length > 1) assert.equal(transmissions[1].variables, '{"n":2}');
+    }
+    assert.deepEqual((await stored('group-taken')).transmissions.map((r) => r.recipient), ['x@example.test']);
+
+    // A bad row fails alone: the group is retried one acceptance at a time.
+    const mixed = await Promise.allSettled([
+      storeAcceptedMessage(store, acceptance('group-d', ['d1@example.test'])),
+      storeAcceptedMessage(store, acceptance('group-bad', ['bad@example.test'], 987654321)), // no such project
+      storeAcceptedMessage(store, acceptance('group-e', ['e1@example.test'])),
+    ]);
+    assert.deepEqual(mixed.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+    assert.equal((await stored('group-d')).transmissions.length, 1);
+    assert.equal((await stored('group-e')).transmissions.length, 1);
+    assert.equal((await stored('group-bad')).messages.length, 0);
+  });
+
   it('refuses a reused uid with the same answer, writing nothing, on either path', async () => {
     const first = await send('dup-1', 'first@example.test');
     assert.equal(first.status, 200);

@@ -18,9 +18,8 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { StoreUnavailableError } from '../../domain/errors.ts';
 import { serverStatementName, type StoreDialect } from '../dialect.ts';
-import type { MessageRow } from '../messages.ts';
+import { AcceptanceGroups } from './postgres-acceptance.ts';
 import type { Database } from '../schema.ts';
-import type { AcceptedTransmission } from '../transmissions.ts';
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
@@ -109,19 +108,12 @@ export async function openPostgres(url: string, opts: PostgresOptions): Promise<
 
   const notifier = new CoalescingNotifier((channel) => pool.query('select pg_notify($1, $2)', [channel, '']).then(() => {}));
 
-  const acceptStatement = { name: 'posthorn_accept_message', text: ACCEPT_MESSAGE_SQL };
+  const acceptance = new AcceptanceGroups(pool, (error) => postgresUnavailable(error) ?? error, (error) => postgresUnavailable(error) !== null);
   return {
     name: 'postgres',
     db,
     groupCommit: false,
-    async insertMessageWithTransmissions(message, transmissions) {
-      const result = await pool
-        .query<{ id: number }>({ ...acceptStatement, values: acceptMessageValues(message, transmissions) })
-        .catch((error: unknown) => {
-          throw postgresUnavailable(error) ?? error;
-        });
-      return result.rows.length === 0 ? null : Number(result.rows[0].id);
-    },
+    insertMessageWithTransmissions: (message, transmissions) => acceptance.accept(message, transmissions),
     bigintType: 'bigint',
     textType: 'text',
     addIdColumn: (table) => table.addColumn('id', 'bigint', (c) => c.primaryKey().generatedByDefaultAsIdentity()),
@@ -132,36 +124,6 @@ export async function openPostgres(url: string, opts: PostgresOptions): Promise<
       await db.destroy();
     },
   };
-}
-
-/**
- * Acceptance in ONE statement (docs/decisions/0003-performance.md): the message row, and from its
- * RETURNING the transmission rows, in a data-modifying CTE. One statement is atomic on its own, so
- * it runs without BEGIN/COMMIT: one round trip instead of four. A taken (project_id, uid) inserts
- * nothing (ON CONFLICT DO NOTHING: the CTE returns no row, so no transmission is inserted either)
- * and a concurrent insert of the same uid waits for the first to commit, then finds it taken.
- * The transmissions come as one array per column (unnest), so the text is the same for any number
- * of copies: it is prepared once per connection (a named statement) and never re-planned per size.
- */
-const ACCEPT_MESSAGE_SQL = `WITH m AS (
-  INSERT INTO messages (project_id, uid, unique_id, template, subject, from_address, recipient_count, deliver, created_at, payload)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-  ON CONFLICT ON CONSTRAINT messages_project_uid DO NOTHING
-  RETURNING id
-), t AS (
-  INSERT INTO transmissions (message_id, project_id, recipient, recipient_name, variables, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message)
-  SELECT m.id, c.* FROM m, unnest($11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[], $16::bigint[], $17::integer[], $18::bigint[], $19::bigint[], $20::bigint[], $21::text[], $22::text[]) AS c
-)
-SELECT id FROM m`;
-
-function acceptMessageValues(m: MessageRow, rows: readonly AcceptedTransmission[]): unknown[] {
-  const column = <K extends keyof AcceptedTransmission>(key: K) => rows.map((row) => row[key] ?? null);
-  return [
-    m.project_id, m.uid, m.unique_id, m.template, m.subject, m.from_address, m.recipient_count, m.deliver, m.created_at, m.payload,
-    column('project_id'), column('recipient'), column('recipient_name'), column('variables'), column('status'),
-    column('next_attempt_at'), column('attempts'), column('created_at'), column('updated_at'), column('completed_at'),
-    column('result_code'), column('result_message'),
-  ];
 }
 
 /**

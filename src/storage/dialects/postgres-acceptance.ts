@@ -1,0 +1,162 @@
+// Acceptance on PostgreSQL (docs/decisions/0003-performance.md): the messages accepted in one
+// event-loop turn go to the database in ONE statement, as SQLite's group commit puts them in one
+// transaction. A send_message is one statement already; under load, each statement's round trip
+// (a socket write that wakes a backend, a commit that flushes the WAL) cost more than its rows,
+// so a turn's acceptances share them.
+//
+//   alone     a turn with one acceptance runs ACCEPT_MESSAGE_SQL (its message and transmissions)
+//   group     a turn with several runs ACCEPT_MESSAGES_SQL: every message, every transmission,
+//             one statement, atomic on its own (no BEGIN/COMMIT); each caller learns its own id,
+//             or null when its uid was taken
+//   taken     ON CONFLICT DO NOTHING: a taken (project_id, uid) inserts nothing for that message,
+//             the others of the group are inserted; two acceptances of the same uid never share a
+//             group (the second waits for the next), so the first one wins as it would alone
+//   failure   a group that fails for a reason other than the database being away is retried one
+//             acceptance at a time: a bad row fails alone, as on SQLite (one savepoint per unit)
+//
+// Both texts are named prepared statements: the same text for any count of messages and copies.
+import type pg from 'pg';
+import type { MessageRow } from '../messages.ts';
+import type { AcceptedTransmission } from '../transmissions.ts';
+
+interface Pending {
+  message: MessageRow;
+  transmissions: readonly AcceptedTransmission[];
+  resolve: (id: number | null) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Acceptances per statement at most: a turn with more sends several. */
+const MAX_GROUP = 256;
+
+export class AcceptanceGroups {
+  private pending: Pending[] = [];
+
+  constructor(
+    private readonly pool: pg.Pool,
+    /** the error a caller sees for a failed statement (the database away: StoreUnavailableError) */
+    private readonly translate: (error: unknown) => unknown,
+    private readonly isUnavailable: (error: unknown) => boolean,
+  ) {}
+
+  /** The message's id, or null when its (project_id, uid) is taken. */
+  accept(message: MessageRow, transmissions: readonly AcceptedTransmission[]): Promise<number | null> {
+    return new Promise((resolve, reject) => {
+      this.pending.push({ message, transmissions, resolve, reject });
+      if (this.pending.length === 1) setImmediate(() => this.flush());
+    });
+  }
+
+  private flush(): void {
+    let waiting = this.pending;
+    this.pending = [];
+    while (waiting.length > 0) {
+      const group: Pending[] = [];
+      const later: Pending[] = [];
+      const keys = new Set<string>();
+      for (const p of waiting) {
+        const key = `${p.message.project_id}\u0000${p.message.uid}`;
+        if (group.length >= MAX_GROUP || keys.has(key)) later.push(p);
+        else {
+          keys.add(key);
+          group.push(p);
+        }
+      }
+      void (group.length === 1 ? this.alone(group[0]) : this.together(group));
+      waiting = later;
+    }
+  }
+
+  private async alone(p: Pending): Promise<void> {
+    try {
+      const result = await this.pool.query<{ id: string | number }>({ name: 'posthorn_accept_message', text: ACCEPT_MESSAGE_SQL, values: oneMessageValues(p.message, p.transmissions) });
+      p.resolve(result.rows.length === 0 ? null : Number(result.rows[0].id));
+    } catch (error) {
+      p.reject(this.translate(error));
+    }
+  }
+
+  private async together(group: Pending[]): Promise<void> {
+    let rows: Array<{ id: string | number; ord: string | number }>;
+    try {
+      rows = (await this.pool.query<{ id: string | number; ord: string | number }>({ name: 'posthorn_accept_messages', text: ACCEPT_MESSAGES_SQL, values: groupValues(group) })).rows;
+    } catch (error) {
+      if (this.isUnavailable(error)) {
+        const translated = this.translate(error);
+        for (const p of group) p.reject(translated);
+        return;
+      }
+      await Promise.all(group.map((p) => this.alone(p)));
+      return;
+    }
+    const ids = new Map(rows.map((r) => [Number(r.ord), Number(r.id)]));
+    group.forEach((p, i) => p.resolve(ids.get(i + 1) ?? null));
+  }
+}
+
+/**
+ * One message and, from its RETURNING, its transmissions, in a data-modifying CTE. A taken
+ * (project_id, uid) inserts nothing (the CTE returns no row, so no transmission either) and a
+ * concurrent insert of the same uid waits for the first to commit, then finds it taken.
+ */
+const ACCEPT_MESSAGE_SQL = `WITH m AS (
+  INSERT INTO messages (project_id, uid, unique_id, template, subject, from_address, recipient_count, deliver, created_at, payload)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+  ON CONFLICT ON CONSTRAINT messages_project_uid DO NOTHING
+  RETURNING id
+), t AS (
+  INSERT INTO transmissions (message_id, project_id, recipient, recipient_name, variables, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message)
+  SELECT m.id, c.* FROM m, unnest($11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[], $16::bigint[], $17::integer[], $18::bigint[], $19::bigint[], $20::bigint[], $21::text[], $22::text[]) AS c
+)
+SELECT id FROM m`;
+
+/**
+ * Many messages and their transmissions: the messages as one array per column (their position,
+ * `ord`, from 1), the transmissions likewise with the position of their message. The transmissions
+ * of the messages inserted are inserted in the order given; the answer is each inserted
+ * message's id with its position.
+ */
+const ACCEPT_MESSAGES_SQL = `WITH i AS (
+  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::integer[], $8::integer[], $9::bigint[], $10::text[])
+    WITH ORDINALITY AS i(project_id, uid, unique_id, template, subject, from_address, recipient_count, deliver, created_at, payload, ord)
+), m AS (
+  INSERT INTO messages (project_id, uid, unique_id, template, subject, from_address, recipient_count, deliver, created_at, payload)
+  SELECT project_id, uid, unique_id, template, subject, from_address, recipient_count, deliver, created_at, payload FROM i ORDER BY ord
+  ON CONFLICT ON CONSTRAINT messages_project_uid DO NOTHING
+  RETURNING id, project_id, uid
+), mi AS (
+  SELECT m.id, i.ord FROM m JOIN i ON i.project_id = m.project_id AND i.uid = m.uid
+), t AS (
+  INSERT INTO transmissions (message_id, project_id, recipient, recipient_name, variables, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message)
+  SELECT mi.id, c.project_id, c.recipient, c.recipient_name, c.variables, c.status, c.next_attempt_at, c.attempts, c.created_at, c.updated_at, c.completed_at, c.result_code, c.result_message
+  FROM unnest($11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[], $17::bigint[], $18::integer[], $19::bigint[], $20::bigint[], $21::bigint[], $22::text[], $23::text[])
+    WITH ORDINALITY AS c(message_ord, project_id, recipient, recipient_name, variables, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message, n)
+  JOIN mi ON mi.ord = c.message_ord
+  ORDER BY c.n
+)
+SELECT id, ord FROM mi`;
+
+const MESSAGE_COLUMNS = ['project_id', 'uid', 'unique_id', 'template', 'subject', 'from_address', 'recipient_count', 'deliver', 'created_at', 'payload'] as const;
+const TRANSMISSION_COLUMNS = [
+  'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'next_attempt_at', 'attempts', 'created_at', 'updated_at', 'completed_at', 'result_code', 'result_message',
+] as const;
+
+function oneMessageValues(m: MessageRow, rows: readonly AcceptedTransmission[]): unknown[] {
+  return [...MESSAGE_COLUMNS.map((c) => m[c] ?? null), ...TRANSMISSION_COLUMNS.map((c) => rows.map((row) => row[c] ?? null))];
+}
+
+function groupValues(group: readonly Pending[]): unknown[] {
+  const messageOrd: number[] = [];
+  const copies: AcceptedTransmission[] = [];
+  group.forEach((p, i) => {
+    for (const t of p.transmissions) {
+      messageOrd.push(i + 1);
+      copies.push(t);
+    }
+  });
+  return [
+    ...MESSAGE_COLUMNS.map((c) => group.map((p) => p.message[c] ?? null)),
+    messageOrd,
+    ...TRANSMISSION_COLUMNS.map((c) => copies.map((row) => row[c] ?? null)),
+  ];
+}
