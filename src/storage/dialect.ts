@@ -29,10 +29,11 @@ export interface StoreDialect {
    */
   syncCommitted?(): Promise<void>;
   /**
-   * Inserts a message and its transmissions in ONE statement, atomic without BEGIN/COMMIT (one
-   * round trip: PostgreSQL's data-modifying CTE with ON CONFLICT DO NOTHING on the uid). Returns
-   * the message's id, or null when its (project_id, uid) is taken and nothing was written. Absent
-   * where the store groups writes itself (SQLite: acceptance is one unit of store.write).
+   * Inserts a message and its transmissions in ONE statement, atomic without BEGIN/COMMIT, shared
+   * with the other acceptances of the same event-loop turn (PostgreSQL's data-modifying CTE with ON
+   * CONFLICT DO NOTHING on the uid, dialects/postgres-acceptance.ts). Returns the message's id, or
+   * null when its (project_id, uid) is taken and nothing was written for it. Absent where the
+   * store groups writes itself (SQLite: acceptance is one unit of store.write).
    */
   insertMessageWithTransmissions?(message: MessageRow, transmissions: readonly AcceptedTransmission[]): Promise<number | null>;
   /** Cross-process wake-ups (PostgreSQL LISTEN/NOTIFY). Absent where one process owns the file. */
