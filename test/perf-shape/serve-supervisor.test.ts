@@ -115,6 +115,10 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     const pids = childPids(running);
     assert.equal(pids.length, 2, JSON.stringify(running));
     assert.ok(pids.every(alive) && !pids.includes(serve.pid));
+    // Each child's young generation is capped (supervisor.ts childExecArgv); the supervisor's is not.
+    const nodeArgs = (pid: number) => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    for (const pid of pids) assert.ok(nodeArgs(pid).includes('--max-semi-space-size=8'), nodeArgs(pid).join(' '));
+    assert.ok(!nodeArgs(serve.pid).some((a) => a.includes('semi-space')));
     await send(running.url as string, 'one@sink.test');
     await waitDelivered('one@sink.test', serve);
     await serve.kill();
