@@ -3,8 +3,9 @@
 //
 // Acceptance (storeAcceptedMessage) is the ingest hot path of both edges: the message row and one
 // transmission per copy, written atomically, in as few round trips as the database allows
-// (docs/decisions/0003-performance.md): on PostgreSQL ONE statement (a data-modifying CTE, atomic
-// without BEGIN/COMMIT: dialects/postgres.ts), on SQLite one unit of the store's group commit.
+// (docs/decisions/0003-performance.md): on PostgreSQL ONE statement shared by the acceptances of
+// an event-loop turn (a data-modifying CTE, atomic without BEGIN/COMMIT:
+// dialects/postgres-acceptance.ts), on SQLite one unit of the store's group commit.
 import { CompiledInsert } from './compiled-insert.ts';
 import { isUniqueViolationError, preparedOnServer } from './dialect.ts';
 import type { Duplicate } from './duplicates.ts';
