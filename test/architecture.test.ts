@@ -101,6 +101,50 @@ export function findCrossings(files: ReadonlyMap<string, string>): Crossing[] {
   return crossings;
 }
 
+/**
+ * Circles of imports among the files of src/ (type-only and dynamic imports count: a circle of
+ * types still ties the files' meanings together): each as its files, sorted, from Tarjan's
+ * strongly connected components.
+ */
+export function findCycles(files: ReadonlyMap<string, string>): string[][] {
+  const edges = new Map<string, string[]>();
+  for (const [relative, text] of files) {
+    const targets = importsOf(text)
+      .filter((specifier) => specifier.startsWith('.'))
+      .map((specifier) => path.posix.normalize(path.posix.join(path.posix.dirname(relative), specifier)))
+      .filter((target) => files.has(target));
+    edges.set(relative, targets);
+  }
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const cycles: string[][] = [];
+  const visit = (file: string): void => {
+    index.set(file, index.size);
+    low.set(file, index.get(file)!);
+    stack.push(file);
+    onStack.add(file);
+    for (const next of edges.get(file) ?? []) {
+      if (!index.has(next)) {
+        visit(next);
+        low.set(file, Math.min(low.get(file)!, low.get(next)!));
+      } else if (onStack.has(next)) low.set(file, Math.min(low.get(file)!, index.get(next)!));
+    }
+    if (low.get(file) !== index.get(file)) return;
+    const component: string[] = [];
+    let member: string;
+    do {
+      member = stack.pop()!;
+      onStack.delete(member);
+      component.push(member);
+    } while (member !== file);
+    if (component.length > 1 || (edges.get(file) ?? []).includes(file)) cycles.push(component.sort());
+  };
+  for (const file of files.keys()) if (!index.has(file)) visit(file);
+  return cycles;
+}
+
 function readSources(): Map<string, string> {
   return new Map(sourceFiles(SRC).map((file) => [path.relative(SRC, file).split(path.sep).join('/'), fs.readFileSync(file, 'utf8')]));
 }
@@ -112,6 +156,26 @@ test('no import of src/ crosses a boundary of docs/architecture.md', () => {
     [],
     'a module imports across a boundary: call an operation from the edge, or give operations a port in src/services.ts',
   );
+});
+
+test('no file of src/ imports itself through others (docs/architecture.md, "Layout")', () => {
+  assert.deepEqual(
+    findCycles(readSources()).map((cycle) => cycle.map((f) => `src/${f}`).join(' <-> ')),
+    [],
+    'files import each other: move what both need into a module both import',
+  );
+});
+
+test('the circle check finds a circle of types and one through three files', () => {
+  const files = new Map([
+    ['a/one.ts', "import type { T } from './two.ts';"],
+    ['a/two.ts', "import { one } from './one.ts';"],
+    ['b/x.ts', "import { y } from './y.ts';"],
+    ['b/y.ts', "const z = await import('../c/z.ts');"],
+    ['c/z.ts', "export { x } from '../b/x.ts';"],
+    ['c/leaf.ts', "import { x } from '../b/x.ts';"],
+  ]);
+  assert.deepEqual(findCycles(files), [['a/one.ts', 'a/two.ts'], ['b/x.ts', 'b/y.ts', 'c/z.ts']]);
 });
 
 test('src/services.ts is a leaf: it imports types only', () => {

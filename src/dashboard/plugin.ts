@@ -6,14 +6,14 @@
 // routes only.
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../domain/errors.ts';
 import { findViewer, type Viewer } from '../operations/users.ts';
 import type { Services } from '../services.ts';
 import { serveAsset } from './assets.ts';
 import { html } from './html.ts';
 import { page } from './layout.ts';
+import { formOf, sameToken, sendPage, SESSION_COOKIE, type DashboardRoutes } from './requests.ts';
 import { installDomainPages } from './pages/domains.ts';
 import { installKeyPages } from './pages/keys.ts';
 import { installMailboxPages } from './pages/mailboxes.ts';
@@ -25,58 +25,9 @@ import { installTemplatePages } from './pages/templates.ts';
 import { installUserPages } from './pages/users.ts';
 import { installWebhookPages } from './pages/webhooks.ts';
 
-export const SESSION_COOKIE = 'posthorn_session';
-export const LOGIN_COOKIE = 'posthorn_login';
-
 /** Every dashboard answer carries these; routes that frame content set their own policy first. */
 export const PAGE_CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    dashboardViewer?: Viewer;
-    dashboardStartedNs?: bigint;
-  }
-}
-
-export interface DashboardRoutes {
-  services: Services;
-  /** Secure cookies: the dashboard is reached over HTTPS */
-  secureCookies: boolean;
-}
-
-export function viewerOf(request: FastifyRequest): Viewer {
-  const viewer = request.dashboardViewer;
-  if (!viewer) throw new Error('dashboard route reached without a viewer');
-  return viewer;
-}
-
-export function formOf(request: FastifyRequest): Record<string, string> {
-  const body = request.body;
-  const out: Record<string, string> = {};
-  if (body && typeof body === 'object') {
-    for (const [k, v] of Object.entries(body as Record<string, unknown>)) {
-      if (typeof v === 'string') out[k] = v;
-      else if (Array.isArray(v) && typeof v[0] === 'string') out[k] = v.join('\n');
-    }
-  }
-  return out;
-}
-
-export function queryOf(request: FastifyRequest): Record<string, string> {
-  return formOf({ body: request.query } as FastifyRequest);
-}
-
-function sameToken(a: string | undefined, b: string): boolean {
-  if (typeof a !== 'string') return false;
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-}
-
-export function sendPage(reply: FastifyReply, body: string, status = 200): FastifyReply {
-  return reply.code(status).header('content-type', 'text/html; charset=utf-8').header('cache-control', 'no-store').send(body);
-}
 
 function errorPage(viewer: Viewer | null, status: number, message: string): string {
   const title = status === 404 ? 'Not found' : status === 403 ? 'Refused' : status >= 500 ? 'Something went wrong' : 'Cannot do that';
@@ -149,12 +100,6 @@ export async function dashboard(app: FastifyInstance, opts: { services: Services
     installUserPages(authed, routes);
   });
 }
-
-export function newLoginToken(): string {
-  return randomBytes(18).toString('base64url');
-}
-
-export { sameToken };
 
 /** The dashboard's entry in the HTTP listener's list of edges (http/routes.ts). */
 export async function installDashboard(app: FastifyInstance, services: Services): Promise<void> {

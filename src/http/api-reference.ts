@@ -6,10 +6,10 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import type { FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ALL_METHODS } from './api/methods/index.ts';
 import { buildOpenApiDocument } from './openapi.ts';
-import type { RouteInstaller } from './routes.ts';
+import type { Services } from '../services.ts';
 
 const require = createRequire(import.meta.url);
 // The package's absolute-path module only: its main module evaluates the two 1 MB bundles (23 MiB
@@ -72,7 +72,7 @@ function withPolicy(reply: FastifyReply, type: string): FastifyReply {
     .header('cache-control', 'no-cache');
 }
 
-export const installApiReference: RouteInstaller = (app, services) => {
+export function installApiReference(app: FastifyInstance, services: Services): void {
   let document: string | null = null;
   const cache = new Map<string, Buffer>();
   const documentText = () => {
@@ -98,4 +98,4 @@ export const installApiReference: RouteInstaller = (app, services) => {
     }
     return withPolicy(reply, asset.type).header('cache-control', 'public, max-age=86400').send(body);
   });
-};
+}

@@ -5,13 +5,14 @@
 // cannot be used to send anyone anywhere else (src/domain/tracking-token.ts).
 import { readTrackingToken, trackingSigningKey } from '../domain/tracking-token.ts';
 import { recordClick, recordOpen } from '../operations/tracking.ts';
-import type { RouteInstaller } from './routes.ts';
+import type { FastifyInstance } from 'fastify';
+import type { Services } from '../services.ts';
 
 const PIXEL = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
 /** Longer paths are not tokens we made (links are capped at 2048 characters). */
 const MAX_TOKEN_CHARS = 4096;
 
-export const installTrackingRoutes: RouteInstaller = (app, services) => {
+export function installTrackingRoutes(app: FastifyInstance, services: Services): void {
   const key = () => trackingSigningKey(services);
 
   app.get('/t/o/*', async (request, reply) => {
@@ -44,7 +45,7 @@ export const installTrackingRoutes: RouteInstaller = (app, services) => {
     }
     return reply.code(302).header('location', read.url).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').send();
   });
-};
+}
 
 function userAgentOf(value: string | undefined): string | null {
   return value ? value.slice(0, 300) : null;

@@ -6,7 +6,6 @@
 import client from 'prom-client';
 import type { Services } from '../services.ts';
 import { readMailboxStats, readOutboundQueueStats, readTransmissionQueueStats } from '../storage/ops-stats.ts';
-import type { PosthornMetrics } from './metrics.ts';
 import { PING_TIMEOUT_MS, withTimeout } from './readiness.ts';
 
 /** How long one load of the database figures serves scrapes. */
@@ -19,8 +18,8 @@ interface PoolStats {
   waiting: number;
 }
 
-export function addDatabaseGauges(metrics: PosthornMetrics, services: Services): void {
-  const registers = [metrics.registry];
+export function addDatabaseGauges(registry: client.Registry, services: Services): void {
+  const registers = [registry];
   let loaded: { at: number; done: Promise<void> } | null = null;
 
   const transmissions = new client.Gauge({ name: 'posthorn_transmissions', help: 'Live transmissions (the delivery queue) by status: queued, retry; leased: held by a worker now.', labelNames: ['state'] as const, registers });

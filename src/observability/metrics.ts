@@ -194,7 +194,7 @@ export function metricsOf(services: Services): PosthornMetrics {
   if (!metrics) {
     metrics = new PosthornMetrics();
     byStore.set(services.store, metrics);
-    addDatabaseGauges(metrics, services);
+    addDatabaseGauges(metrics.registry, services);
     timeStoreWrites(services.store, metrics);
   }
   return metrics;

@@ -8,7 +8,7 @@
 // the compiled parameter list then says, position by position, which row and column goes there.
 import { CompiledQuery, type InsertObject } from 'kysely';
 import type { Database } from './schema.ts';
-import type { Tx } from './store.ts';
+import type { Tx } from './schema.ts';
 
 type Table = keyof Database & string;
 

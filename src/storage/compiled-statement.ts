@@ -8,7 +8,7 @@
 // value; the compiled parameter list then says, position by position, which value goes there.
 // Parameters that are not markers (literals Kysely binds itself) are kept as compiled.
 import { CompiledQuery, type Compilable } from 'kysely';
-import type { Tx } from './store.ts';
+import type { Tx } from './schema.ts';
 
 interface Marker {
   readonly value: string;

@@ -2,9 +2,7 @@
 // capability and implemented in dialects/{sqlite,postgres}.ts; the rest of the code is shared
 // Kysely. A dialect check anywhere else is a smell (docs/decisions/0001-storage.md).
 import { PostgresAdapter, type ColumnDefinitionBuilder, type CreateTableBuilder, type Kysely, type SelectQueryBuilder } from 'kysely';
-import type { MessageRow } from './messages.ts';
-import type { Database } from './schema.ts';
-import type { AcceptedTransmission } from './transmissions.ts';
+import type { AcceptedTransmission, Database, MessageRow } from './schema.ts';
 
 export interface StoreDialect {
   readonly name: 'sqlite' | 'postgres';

@@ -18,7 +18,7 @@ import type { EventKind } from '../domain/events.ts';
 import { CompiledInsert } from './compiled-insert.ts';
 import { preparedOnServer, takesArrayParameters } from './dialect.ts';
 import type { EventsTable } from './schema.ts';
-import type { Tx } from './store.ts';
+import type { Tx } from './schema.ts';
 
 export type EventType = EventKind;
 

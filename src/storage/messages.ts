@@ -9,7 +9,7 @@
 import { CompiledInsert } from './compiled-insert.ts';
 import { isUniqueViolationError, preparedOnServer } from './dialect.ts';
 import type { Duplicate } from './duplicates.ts';
-import type { NewMessage } from './schema.ts';
+import type { MessageRow } from './schema.ts';
 import type { Store, Tx } from './store.ts';
 import { acceptedTransmissionRows, insertTransmissions, type AcceptedCopy } from './transmissions.ts';
 
@@ -21,8 +21,7 @@ const INSERT_MESSAGE = new CompiledInsert(
   true,
 );
 
-/** A message row as send_message writes it (every column but the id). */
-export type MessageRow = Required<Omit<NewMessage, 'id'>>;
+export type { MessageRow } from './schema.ts';
 
 /** The message's id, or `duplicate`: its (project_id, uid) is taken. */
 export type InsertedMessage = { duplicate: false; id: number } | { duplicate: true };

@@ -1,7 +1,7 @@
 // Row types of every table, as Kysely sees them. Every *_at column is epoch milliseconds (an
 // integer; bigint on PostgreSQL, parsed back to a JS number). Booleans are stored as 0/1 integers
 // so both dialects read them the same way. JSON is stored as text and parsed by the owning module.
-import type { Generated, Insertable, Selectable, Updateable } from 'kysely';
+import type { Generated, Insertable, Kysely, Selectable, Updateable } from 'kysely';
 
 export interface AccountsTable {
   id: Generated<number>;
@@ -255,3 +255,22 @@ export type TransmissionUpdate = Updateable<TransmissionsTable>;
 export type Suppression = Selectable<SuppressionsTable>;
 export type Domain = Selectable<DomainsTable>;
 export type Mailbox = Selectable<MailboxesTable>;
+
+/**
+ * The handle every storage function takes: the database, or a transaction of it (store.ts writes).
+ * Declared here, with the row types, so that store.ts and the modules it uses need not import
+ * each other.
+ */
+export type Tx = Kysely<Database>;
+
+/** A message row as send_message writes it (every column but the id; storage/messages.ts). */
+export type MessageRow = Required<Omit<NewMessage, 'id'>>;
+
+/** A transmission as acceptance writes it: the lease, attempt and tracking columns start empty (storage/transmissions.ts). */
+export type AcceptedTransmission = Required<
+  Pick<
+    NewTransmission,
+    | 'message_id' | 'project_id' | 'recipient' | 'recipient_name' | 'variables' | 'status' | 'next_attempt_at'
+    | 'attempts' | 'created_at' | 'updated_at' | 'completed_at' | 'result_code' | 'result_message'
+  >
+>;

@@ -13,10 +13,10 @@ import { StoreUnavailableError } from '../domain/errors.ts';
 import type { StoreDialect } from './dialect.ts';
 import { deferEvents, insertDeferredEvents } from './events.ts';
 import { migrateToLatest } from './migrate.ts';
-import type { Database } from './schema.ts';
+import type { Database, Tx } from './schema.ts';
 import { openSqlite, sqliteFileFrom } from './dialects/sqlite.ts';
 
-export type Tx = Kysely<Database>;
+export type { Tx } from './schema.ts';
 
 export type { WakeChannel };
 

@@ -1,17 +1,10 @@
 // The transmissions table (the delivery queue): inserts at acceptance and simple lookups. Claiming
 // and finishing deliveries is storage/delivery-queue.ts.
 import { CompiledInsert } from './compiled-insert.ts';
-import type { NewTransmission } from './schema.ts';
+import type { AcceptedTransmission } from './schema.ts';
 import type { Tx } from './store.ts';
 
-/** A transmission as acceptance writes it: the lease, attempt and tracking columns start empty. */
-export type AcceptedTransmission = Required<
-  Pick<
-    NewTransmission,
-    | 'message_id' | 'project_id' | 'recipient' | 'recipient_name' | 'variables' | 'status' | 'next_attempt_at'
-    | 'attempts' | 'created_at' | 'updated_at' | 'completed_at' | 'result_code' | 'result_message'
-  >
->;
+export type { AcceptedTransmission } from './schema.ts';
 
 /** One copy of an accepted message: its transmission row is made by acceptedTransmissionRows. */
 export interface AcceptedCopy {

@@ -5,7 +5,7 @@ import { ApiError } from '../../domain/errors.ts';
 import { checkDomain, createDomain, listDomains, removeDomain, type DomainView } from '../../operations/domains.ts';
 import { formatTime, html, queryString } from '../html.ts';
 import { csrfField, notice, page } from '../layout.ts';
-import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';
+import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { requireAccountUser } from './common.ts';
 
 function domainCard(csrf: ReturnType<typeof csrfField>, v: DomainView) {

@@ -5,7 +5,7 @@ import { getProject, rotateProjectKey } from '../../operations/projects.ts';
 import { requireViewerProject } from '../../operations/users.ts';
 import { html } from '../html.ts';
 import { csrfField, page } from '../layout.ts';
-import { sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';
+import { sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { pickProject } from './common.ts';
 
 export function installKeyPages(app: FastifyInstance, { services }: DashboardRoutes): void {

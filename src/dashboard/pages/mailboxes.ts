@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { listMailboxes } from '../../operations/mailboxes.ts';
 import { formatTime, html } from '../html.ts';
 import { page } from '../layout.ts';
-import { sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';
+import { sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { requireAccountUser } from './common.ts';
 
 export function installMailboxPages(app: FastifyInstance, { services }: DashboardRoutes): void {

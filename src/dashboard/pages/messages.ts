@@ -20,7 +20,7 @@ import {
 import type { Project } from '../../operations/context.ts';
 import { formatTime, html, queryString, type SafeHtml } from '../html.ts';
 import { page, projectPicker } from '../layout.ts';
-import { queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';
+import { queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { pickProject } from './common.ts';
 
 /** The frame of a message's HTML part: nothing may run, nothing may be fetched but inline images. */

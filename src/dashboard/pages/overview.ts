@@ -7,7 +7,7 @@ import { listViewerProjects, requireViewerProject } from '../../operations/users
 import type { Project } from '../../operations/context.ts';
 import { formatTime, html, type SafeHtml } from '../html.ts';
 import { page } from '../layout.ts';
-import { queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';
+import { queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
 
 /** Projects charted on one overview page. */
 const MAX_PROJECTS_SHOWN = 20;

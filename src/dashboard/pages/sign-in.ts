@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { signIn, signOut, SignInRefused, SESSION_TTL_MS } from '../../operations/users.ts';
 import { html } from '../html.ts';
 import { notice, page } from '../layout.ts';
-import { LOGIN_COOKIE, SESSION_COOKIE, formOf, newLoginToken, queryOf, sameToken, sendPage, type DashboardRoutes } from '../plugin.ts';
+import { LOGIN_COOKIE, SESSION_COOKIE, formOf, newLoginToken, queryOf, sameToken, sendPage, type DashboardRoutes } from '../requests.ts';
 
 /** Where to go after signing in: a path of this site only (never //host or a scheme). */
 function safeNext(next: string | undefined): string {

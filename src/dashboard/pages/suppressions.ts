@@ -5,7 +5,7 @@ import { searchSuppressions } from '../../operations/suppression-views.ts';
 import { addToSuppressionList, removeFromSuppressionList } from '../../operations/suppressions.ts';
 import { formatTime, html, queryString } from '../html.ts';
 import { csrfField, notice, page, projectPicker } from '../layout.ts';
-import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';
+import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { pickProject } from './common.ts';
 
 export function installSuppressionPages(app: FastifyInstance, { services }: DashboardRoutes): void {

@@ -11,7 +11,7 @@ import type { Viewer } from '../../operations/users.ts';
 import type { Project, Template } from '../../operations/context.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, notice, page, projectPicker } from '../layout.ts';
-import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';
+import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { framePolicy } from './messages.ts';
 import { pickProject } from './common.ts';
 

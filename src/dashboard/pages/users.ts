@@ -5,7 +5,7 @@ import { ApiError } from '../../domain/errors.ts';
 import { createUser, listAccountUsers, listViewerProjects } from '../../operations/users.ts';
 import { formatTime, html, queryString } from '../html.ts';
 import { csrfField, notice, page } from '../layout.ts';
-import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';
+import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { requireAccountUser } from './common.ts';
 
 export function installUserPages(app: FastifyInstance, { services }: DashboardRoutes): void {

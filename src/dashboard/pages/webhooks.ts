@@ -6,7 +6,7 @@ import { createWebhook, listDeliveries, listWebhooks, retryDeliveries, rotateWeb
 import { listViewerProjects } from '../../operations/users.ts';
 import { formatTime, html, queryString } from '../html.ts';
 import { csrfField, notice, page } from '../layout.ts';
-import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../plugin.ts';
+import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { requireAccountUser } from './common.ts';
 
 const RECENT_DELIVERIES = 50;

@@ -16,8 +16,7 @@
 //
 // Both texts are named prepared statements: the same text for any count of messages and copies.
 import type pg from 'pg';
-import type { MessageRow } from '../messages.ts';
-import type { AcceptedTransmission } from '../transmissions.ts';
+import type { AcceptedTransmission, MessageRow } from '../schema.ts';
 
 interface Pending {
   message: MessageRow;
