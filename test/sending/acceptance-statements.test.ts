@@ -132,6 +132,15 @@ describe(`send_message statements (${testDatabase()})`, () => {
     }
     assert.deepEqual((await stored('group-taken')).transmissions.map((r) => r.recipient), ['x@example.test']);
 
+    // A statement carries at most 10,000 copies: three messages of 4,000 make two statements.
+    const big = (uid: string) => acceptance(uid, Array.from({ length: 4000 }, (_, i) => `big${i}@example.test`));
+    const bigStatements = await statementsDuring(async () => {
+      const stored3 = await Promise.all([storeAcceptedMessage(store, big('big-1')), storeAcceptedMessage(store, big('big-2')), storeAcceptedMessage(store, big('big-3'))]);
+      assert.ok(stored3.every((r) => 'id' in r));
+    });
+    assert.equal(bigStatements.filter(writesMessages).length, 2);
+    assert.equal((await stored('big-3')).transmissions.length, 4000);
+
     // A bad row fails alone: the group is retried one acceptance at a time.
     const mixed = await Promise.allSettled([
       storeAcceptedMessage(store, acceptance('group-d', ['d1@example.test'])),

@@ -25,8 +25,9 @@ interface Pending {
   reject: (error: unknown) => void;
 }
 
-/** Acceptances per statement at most: a turn with more sends several. */
+/** Acceptances and copies per statement at most: a turn with more sends several (a message with more copies goes alone). */
 const MAX_GROUP = 256;
+const MAX_GROUP_COPIES = 10_000;
 
 export class AcceptanceGroups {
   private pending: Pending[] = [];
@@ -53,12 +54,15 @@ export class AcceptanceGroups {
       const group: Pending[] = [];
       const later: Pending[] = [];
       const keys = new Set<string>();
+      let copies = 0;
       for (const p of waiting) {
         const key = `${p.message.project_id}\u0000${p.message.uid}`;
-        if (group.length >= MAX_GROUP || keys.has(key)) later.push(p);
+        const full = group.length >= MAX_GROUP || (group.length > 0 && copies + p.transmissions.length > MAX_GROUP_COPIES);
+        if (full || keys.has(key)) later.push(p);
         else {
           keys.add(key);
           group.push(p);
+          copies += p.transmissions.length;
         }
       }
       void (group.length === 1 ? this.alone(group[0]) : this.together(group));
