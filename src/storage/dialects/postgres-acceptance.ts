@@ -9,8 +9,8 @@
 //             one statement, atomic on its own (no BEGIN/COMMIT); each caller learns its own id,
 //             or null when its uid was taken
 //   taken     ON CONFLICT DO NOTHING: a taken (project_id, uid) inserts nothing for that message,
-//             the others of the group are inserted; two acceptances of the same uid never share a
-//             group (the second waits for the next), so the first one wins as it would alone
+//             the others of the group are inserted; a uid repeated within a turn is sent after
+//             the turn's statements have settled, so the first one wins as it would alone
 //   failure   a group that fails for a reason other than the database being away is retried one
 //             acceptance at a time: a bad row fails alone, as on SQLite (one savepoint per unit)
 //
@@ -48,26 +48,41 @@ export class AcceptanceGroups {
   }
 
   private flush(): void {
-    let waiting = this.pending;
+    const waiting = this.pending;
     this.pending = [];
-    while (waiting.length > 0) {
-      const group: Pending[] = [];
-      const later: Pending[] = [];
-      const keys = new Set<string>();
-      let copies = 0;
-      for (const p of waiting) {
-        const key = `${p.message.project_id}\u0000${p.message.uid}`;
-        const full = group.length >= MAX_GROUP || (group.length > 0 && copies + p.transmissions.length > MAX_GROUP_COPIES);
-        if (full || keys.has(key)) later.push(p);
-        else {
-          keys.add(key);
-          group.push(p);
-          copies += p.transmissions.length;
-        }
+    this.send(waiting);
+  }
+
+  /**
+   * Sends the acceptances in statements of at most MAX_GROUP messages and MAX_GROUP_COPIES copies,
+   * concurrently over the pool. A uid that appears again is held back until every statement of
+   * this pass has settled, so the first acceptance of a uid is the one stored, as it would be alone.
+   */
+  private send(waiting: readonly Pending[]): void {
+    const groups: Pending[][] = [];
+    const repeats: Pending[] = [];
+    const keys = new Set<string>();
+    let group: Pending[] = [];
+    let copies = 0;
+    for (const p of waiting) {
+      const key = `${p.message.project_id}\u0000${p.message.uid}`;
+      if (keys.has(key)) {
+        repeats.push(p);
+        continue;
       }
-      void (group.length === 1 ? this.alone(group[0]) : this.together(group));
-      waiting = later;
+      keys.add(key);
+      if (group.length >= MAX_GROUP || (group.length > 0 && copies + p.transmissions.length > MAX_GROUP_COPIES)) {
+        groups.push(group);
+        group = [];
+        copies = 0;
+      }
+      group.push(p);
+      copies += p.transmissions.length;
     }
+    if (group.length > 0) groups.push(group);
+    const sent = groups.map((g) => (g.length === 1 ? this.alone(g[0]) : this.together(g)));
+    // alone() and together() settle every caller and never reject.
+    if (repeats.length > 0) void Promise.all(sent).then(() => this.send(repeats));
   }
 
   private async alone(p: Pending): Promise<void> {
