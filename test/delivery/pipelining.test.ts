@@ -29,7 +29,11 @@ async function startRawServer(script: Script) {
     let replies = 0;
     let inData = false;
     let buffer = '';
+    // A client that gives up (a failed STARTTLS) may have sent more lines in the same chunk: once
+    // this side has ended the connection they get no answer (a write after end would throw).
+    socket.on('error', () => {});
     const send = (text: string) => {
+      if (socket.writableEnded || socket.destroyed) return;
       replies++;
       socket.write(text + '\r\n');
     };
