@@ -375,5 +375,4 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
     this.writing -= batch.length;
     batch.forEach((b, i) => b.resolve(kept[i]));
   }
-
 }

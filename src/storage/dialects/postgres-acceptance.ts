@@ -4,17 +4,18 @@
 // (a socket write that wakes a backend, a commit that flushes the WAL) cost more than its rows,
 // so a turn's acceptances share them.
 //
-//   alone     a turn with one acceptance runs ACCEPT_MESSAGE_SQL (its message and transmissions)
-//   group     a turn with several runs ACCEPT_MESSAGES_SQL: every message, every transmission,
-//             one statement, atomic on its own (no BEGIN/COMMIT); each caller learns its own id,
-//             or null when its uid was taken
+//   statement ACCEPT_MESSAGES_SQL: every message and every transmission of up to MAX_GROUP
+//             messages (MAX_GROUP_COPIES copies), one statement, atomic on its own (no
+//             BEGIN/COMMIT); each caller learns its own id, or null when its uid was taken. A turn
+//             with one acceptance sends it the same way.
 //   taken     ON CONFLICT DO NOTHING: a taken (project_id, uid) inserts nothing for that message,
 //             the others of the group are inserted; a uid repeated within a turn is sent after
 //             the turn's statements have settled, so the first one wins as it would alone
-//   failure   a group that fails for a reason other than the database being away is retried one
-//             acceptance at a time: a bad row fails alone, as on SQLite (one savepoint per unit)
+//   failure   a group that fails for a reason other than the database being away is written
+//             again one acceptance at a time: a bad row fails alone, as on SQLite (one savepoint
+//             per unit)
 //
-// Both texts are named prepared statements: the same text for any count of messages and copies.
+// The text is a named prepared statement, the same for any count of messages and copies.
 import type pg from 'pg';
 import type { AcceptedTransmission, MessageRow } from '../schema.ts';
 
@@ -80,53 +81,29 @@ export class AcceptanceGroups {
       copies += p.transmissions.length;
     }
     if (group.length > 0) groups.push(group);
-    const sent = groups.map((g) => (g.length === 1 ? this.alone(g[0]) : this.together(g)));
-    // alone() and together() settle every caller and never reject.
+    const sent = groups.map((g) => this.write(g));
+    // write() settles every caller and never rejects.
     if (repeats.length > 0) void Promise.all(sent).then(() => this.send(repeats));
   }
 
-  private async alone(p: Pending): Promise<void> {
-    try {
-      const result = await this.pool.query<{ id: string | number }>({ name: 'posthorn_accept_message', text: ACCEPT_MESSAGE_SQL, values: oneMessageValues(p.message, p.transmissions) });
-      p.resolve(result.rows.length === 0 ? null : Number(result.rows[0].id));
-    } catch (error) {
-      p.reject(this.translate(error));
-    }
-  }
-
-  private async together(group: Pending[]): Promise<void> {
+  private async write(group: readonly Pending[]): Promise<void> {
     let rows: Array<{ id: string | number; ord: string | number }>;
     try {
       rows = (await this.pool.query<{ id: string | number; ord: string | number }>({ name: 'posthorn_accept_messages', text: ACCEPT_MESSAGES_SQL, values: groupValues(group) })).rows;
     } catch (error) {
-      if (this.isUnavailable(error)) {
-        const translated = this.translate(error);
-        for (const p of group) p.reject(translated);
+      // A group that failed for a reason of its own rows is written again one by one: a bad row fails alone.
+      if (group.length > 1 && !this.isUnavailable(error)) {
+        await Promise.all(group.map((p) => this.write([p])));
         return;
       }
-      await Promise.all(group.map((p) => this.alone(p)));
+      const translated = this.translate(error);
+      for (const p of group) p.reject(translated);
       return;
     }
     const ids = new Map(rows.map((r) => [Number(r.ord), Number(r.id)]));
     group.forEach((p, i) => p.resolve(ids.get(i + 1) ?? null));
   }
 }
-
-/**
- * One message and, from its RETURNING, its transmissions, in a data-modifying CTE. A taken
- * (project_id, uid) inserts nothing (the CTE returns no row, so no transmission either) and a
- * concurrent insert of the same uid waits for the first to commit, then finds it taken.
- */
-const ACCEPT_MESSAGE_SQL = `WITH m AS (
-  INSERT INTO messages (project_id, uid, unique_id, template, subject, from_address, recipient_count, deliver, created_at, payload)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-  ON CONFLICT ON CONSTRAINT messages_project_uid DO NOTHING
-  RETURNING id
-), t AS (
-  INSERT INTO transmissions (message_id, project_id, recipient, recipient_name, variables, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message)
-  SELECT m.id, c.* FROM m, unnest($11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[], $16::bigint[], $17::integer[], $18::bigint[], $19::bigint[], $20::bigint[], $21::text[], $22::text[]) AS c
-)
-SELECT id FROM m`;
 
 /**
  * Many messages and their transmissions: the messages as one array per column (their position,
@@ -158,10 +135,6 @@ const MESSAGE_COLUMNS = ['project_id', 'uid', 'unique_id', 'template', 'subject'
 const TRANSMISSION_COLUMNS = [
   'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'next_attempt_at', 'attempts', 'created_at', 'updated_at', 'completed_at', 'result_code', 'result_message',
 ] as const;
-
-function oneMessageValues(m: MessageRow, rows: readonly AcceptedTransmission[]): unknown[] {
-  return [...MESSAGE_COLUMNS.map((c) => m[c] ?? null), ...TRANSMISSION_COLUMNS.map((c) => rows.map((row) => row[c] ?? null))];
-}
 
 function groupValues(group: readonly Pending[]): unknown[] {
   const messageOrd: number[] = [];
