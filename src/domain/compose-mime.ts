@@ -6,11 +6,13 @@
 // meaning, RFC 5322 3.6). Content differs per recipient only when the message has {{variables}}
 // (then one build per distinct set of recipient variables) or when tracking rewrites the HTML (then
 // one build per transmission).
+import { randomUUID } from 'node:crypto';
 import { domainToASCII } from 'node:url';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import addressparser from 'nodemailer/lib/addressparser/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
 import { checkRenderedHeader } from './headers.ts';
+import { buildMimeNow } from './mime-build.ts';
 import type { MessagePayload } from './message-payload.ts';
 import { renderVariables, type PartKind, type Variables } from './variables.ts';
 
@@ -58,10 +60,11 @@ export async function composeMime(
     if (name.toLowerCase() === 'to') continue;
     headers[name] = checkRenderedHeader(name, render(value))!;
   }
-  const composer = new MailComposer({
+  const text = render(payload.text, 'text');
+  const mail: ConstructorParameters<typeof MailComposer>[0] & { baseBoundary: string } = {
     from,
     subject: checkRenderedHeader('Subject', render(payload.subject)),
-    text: render(payload.text, 'text'),
+    text,
     html,
     headers,
     messageId: payload.messageId,
@@ -72,12 +75,16 @@ export async function composeMime(
       content: a.content,
       encoding: 'base64',
     })),
-    textEncoding: preferredTextEncoding(render(payload.text), html),
+    textEncoding: preferredTextEncoding(text, html),
     // The accepted content is data: never let it name files or URLs to embed.
     disableFileAccess: true,
     disableUrlAccess: true,
-  });
-  const mime = await composer.compile().build();
+    // The random part of the multipart boundaries, drawn once per message (Nodemailer would draw
+    // one for every part, each a call into the system's random source, and use only the root's).
+    baseBoundary: randomUUID().replace(/-/g, ''),
+  };
+  const tree = new MailComposer(mail).compile();
+  const mime = buildMimeNow(tree) ?? (await tree.build());
   return { mime, fromAddress: firstAddress(from) };
 }
 

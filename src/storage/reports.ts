@@ -72,7 +72,7 @@ export async function numberNewTransmissions(store: Store, projectId: number): P
           FROM transmissions
           WHERE project_id = ${projectId} AND history_seq IS NULL
           ORDER BY id
-          LIMIT ${NUMBER_BATCH}
+          LIMIT ${sql.lit(NUMBER_BATCH)}
         ) AS n
         WHERE transmissions.id = n.id`.execute(trx);
       return Number(result.numAffectedRows ?? 0n);

@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import SqliteDatabase from 'better-sqlite3';
-import { Kysely, SqliteDialect } from 'kysely';
+import { Kysely, SqliteDialect, SqliteQueryCompiler, type LimitNode, type QueryCompiler } from 'kysely';
 import { StoreUnavailableError } from '../../domain/errors.ts';
 import type { StoreDialect } from '../dialect.ts';
 import type { Database } from '../schema.ts';
@@ -31,7 +31,7 @@ export function openSqlite(file: string): StoreDialect {
   // Keep the WAL from growing without bound under sustained load.
   sqlite.pragma('wal_autocheckpoint = 4000');
   sqlite.pragma('cache_size = -65536');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite, file) }) });
+  const db = new Kysely<Database>({ dialect: new PosthornSqliteDialect({ database: withStatementCache(sqlite, file) }) });
   // Opened at the first sync: the -wal file exists once a transaction has committed, and keeps its
   // inode while this connection is open (resets and truncation rewrite it in place).
   let walFd: number | null = null;
@@ -68,6 +68,27 @@ export function openSqlite(file: string): StoreDialect {
 }
 
 const fdatasync = promisify(fs.fdatasync);
+
+/**
+ * Kysely's SQLite dialect with one change to the SQL it writes: a bound LIMIT is written
+ * `limit cast(? as integer)`. SQLite marks a statement whose LIMIT is a bare parameter to be
+ * prepared again whenever that parameter is bound (measured on this build, 3.53: ~4 µs more per
+ * execution of a one-row lookup, more for the delivery claim), so a cached statement with
+ * `limit ?` was compiled anew on every run. The cast keeps the value a parameter and the plan.
+ */
+class PosthornSqliteDialect extends SqliteDialect {
+  override createQueryCompiler(): QueryCompiler {
+    return new CastLimitCompiler();
+  }
+}
+
+class CastLimitCompiler extends SqliteQueryCompiler {
+  protected override visitLimit(node: LimitNode): void {
+    this.append('limit cast(');
+    this.visitNode(node.limit);
+    this.append(' as integer)');
+  }
+}
 
 /**
  * Kysely's SQLite driver prepares every statement it runs; at ingest rates sqlite3_prepare was a

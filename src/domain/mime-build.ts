@@ -1,0 +1,68 @@
+// The bytes of a MIME tree compiled by Nodemailer's MailComposer, written in one synchronous pass.
+//
+// Nodemailer's own build() streams the tree: a PassThrough per part, a Transform per encoder, a
+// setImmediate between parts and between a part's headers and its body. For a message whose parts
+// are all in memory (every message Posthorn composes: content is text, HTML and base64
+// attachments decoded from the stored payload) that plumbing was most of the cost of composing it
+// (docs/decisions/0003-performance.md). buildMimeNow writes the same bytes directly: the header
+// blocks are Nodemailer's (MimeNode.buildHeaders), the bodies are encoded by Nodemailer's own
+// encoders with the framing its stream transforms give a body written in one chunk, and the parts
+// are joined as its stream() joins them. Anything else (a stream or file as content, raw
+// content, user transforms, a newline conversion) answers null and the caller runs build().
+// test/domain/mime-build.test.ts holds the two byte for byte equal over many shapes of message.
+import type MimeNode from 'nodemailer/lib/mime-node/index.js';
+import base64 from 'nodemailer/lib/base64/index.js';
+import qp from 'nodemailer/lib/qp/index.js';
+
+/** What of Nodemailer's MimeNode (7.x) the direct build reads beyond its typed surface. */
+interface NodeInternals {
+  _raw?: unknown;
+  _transforms?: unknown[];
+  _processFuncs?: unknown[];
+  newline?: unknown;
+}
+
+const LINE_LENGTH = 76;
+
+/** The message as MimeNode.build() would produce it, or null when only build() can (see above). */
+export function buildMimeNow(root: MimeNode): Buffer | null {
+  const internals = root as unknown as NodeInternals;
+  if (internals._transforms?.length || internals._processFuncs?.length || internals.newline) return null;
+  const chunks: Buffer[] = [];
+  if (!writeNode(root, chunks)) return null;
+  // LastNewline: the message ends with a line break.
+  const last = chunks.length > 0 ? chunks[chunks.length - 1] : undefined;
+  const lastByte = last && last.length > 0 ? last[last.length - 1] : undefined;
+  if (lastByte === 0x0d) chunks.push(Buffer.from('\n'));
+  else if (lastByte !== 0x0a) chunks.push(Buffer.from('\r\n'));
+  return Buffer.concat(chunks);
+}
+
+function writeNode(node: MimeNode, out: Buffer[]): boolean {
+  if ((node as unknown as NodeInternals)._raw) return false;
+  const content = node.content;
+  if (content && typeof content !== 'string' && !Buffer.isBuffer(content)) return false;
+  out.push(Buffer.from(`${node.buildHeaders()}\r\n\r\n`, 'utf8'));
+  if (content) out.push(encodeBody(content, node.getTransferEncoding()));
+  if (!node.multipart) return true;
+  for (let i = 0; i < node.childNodes.length; i++) {
+    out.push(Buffer.from(`${i > 0 ? '\r\n' : ''}--${node.boundary}\r\n`, 'utf8'));
+    if (!writeNode(node.childNodes[i], out)) return false;
+  }
+  out.push(Buffer.from(`\r\n--${node.boundary}--\r\n`, 'utf8'));
+  return true;
+}
+
+/** A body as Nodemailer's encoder streams write it when it arrives in one chunk. */
+function encodeBody(content: string | Buffer, transferEncoding: string | false): Buffer {
+  const bytes = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
+  if (transferEncoding === 'quoted-printable') return Buffer.from(qp.wrap(qp.encode(bytes), LINE_LENGTH), 'ascii');
+  if (transferEncoding === 'base64') {
+    // The base64 stream wraps whole 3-byte groups and appends the encoded rest to the last line.
+    const whole = bytes.length - (bytes.length % 3);
+    const wrapped = whole > 0 ? base64.wrap(base64.encode(bytes.subarray(0, whole)), LINE_LENGTH) : '';
+    const rest = whole < bytes.length ? base64.encode(bytes.subarray(whole)) : '';
+    return Buffer.from(wrapped + rest, 'ascii');
+  }
+  return bytes;
+}

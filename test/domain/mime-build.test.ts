@@ -1,0 +1,102 @@
+// domain/mime-build.ts writes a compiled MailComposer tree without Nodemailer's streams: its bytes
+// must be exactly those of Nodemailer's own build() for every shape of message Posthorn composes
+// (text, HTML, both, attachments of every length modulo 3, 7bit / quoted-printable / base64
+// bodies, line endings of every kind, non-ASCII headers), and it must step aside for what only the
+// streams can do.
+import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
+import { describe, it } from 'node:test';
+import MailComposer from 'nodemailer/lib/mail-composer/index.js';
+import { buildMimeNow } from '../../src/domain/mime-build.ts';
+
+type Mail = ConstructorParameters<typeof MailComposer>[0] & { baseBoundary?: string; newline?: string };
+
+/** Both builds of the same message (two trees: a tree is built once). */
+async function bothBuilds(mail: Mail): Promise<{ direct: Buffer | null; streamed: Buffer }> {
+  const fixed: Mail = { baseBoundary: 'f1xedb0undary', date: new Date(Date.UTC(2026, 10, 24, 9, 0, 0)), messageId: '<fixed@posthorn.test>', ...mail };
+  const direct = buildMimeNow(new MailComposer(fixed).compile());
+  const streamed = await new MailComposer(fixed).compile().build();
+  return { direct, streamed };
+}
+
+async function assertSame(mail: Mail, label: string): Promise<void> {
+  const { direct, streamed } = await bothBuilds(mail);
+  assert.ok(direct, `${label}: built directly`);
+  assert.equal(direct.toString('latin1'), streamed.toString('latin1'), label);
+}
+
+/** A small deterministic generator, so a failure names a case that can be run again. */
+function prng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+const PIECES = ['Hello', ' ', 'wörld', '\r\n', '\n', '\r', 'naïve café', '日本語のテキスト', '😀', '=', '.', '..', 'From ', '\t', 'x'.repeat(90), '<b>bold</b>', '&amp;', ' \r\n'];
+
+function text(random: () => number, maxPieces: number): string {
+  const n = Math.floor(random() * maxPieces);
+  let out = '';
+  for (let i = 0; i < n; i++) out += PIECES[Math.floor(random() * PIECES.length)];
+  return out;
+}
+
+describe('MIME built directly from the compiled tree', () => {
+  it('equals Nodemailer build() for the common shapes', async () => {
+    const lines = Array.from({ length: 16 }, (_, i) => `Line ${i} of the message body.`).join('\r\n');
+    await assertSame({ from: 'a@example.com', subject: 'Plain', text: lines }, 'ASCII text, short lines (7bit)');
+    await assertSame({ from: 'a@example.com', subject: 'Both', text: lines, html: `<p>${lines}</p>` }, 'text and HTML');
+    await assertSame({ from: '"Zoë" <a@example.com>', subject: 'Ünïcode ✓ '.repeat(12), html: '<p>ünï</p>' }, 'HTML only, folded encoded subject');
+    await assertSame({ from: 'a@example.com', text: 'y'.repeat(300) }, 'a long line (quoted-printable)');
+    await assertSame({ from: 'a@example.com', text: '中文内容'.repeat(40), textEncoding: 'base64' }, 'base64 text');
+    await assertSame({ from: 'a@example.com', text: 'ends with CR\r' }, 'text ending in CR');
+    await assertSame({ from: 'a@example.com', text: 'ends with LF\n' }, 'text ending in LF');
+    await assertSame({ from: 'a@example.com', text: '' }, 'empty text');
+    await assertSame({ from: 'a@example.com', subject: 'No body' }, 'no body at all');
+    await assertSame(
+      { from: 'a@example.com', text: 'see attached', headers: { 'X-Campaign': 'nöel', 'x-lower-case': 'v' }, attachments: [{ filename: 'résumé.pdf', content: Buffer.from('%PDF-1.4 ...'), contentType: 'application/pdf' }] },
+      'custom headers and an attachment',
+    );
+  });
+
+  it('equals Nodemailer build() for attachments of every length modulo 3 and many random messages', async () => {
+    for (let length = 0; length <= 200; length++) {
+      const bytes = Buffer.alloc(length, 0);
+      for (let i = 0; i < length; i++) bytes[i] = (i * 37 + length) & 0xff;
+      await assertSame(
+        { from: 'a@example.com', text: 'body', attachments: [{ filename: `f${length}.bin`, content: bytes.toString('base64'), encoding: 'base64' }] },
+        `binary attachment of ${length} bytes`,
+      );
+    }
+    const random = prng(20261124);
+    for (let n = 0; n < 300; n++) {
+      const mail: Mail = { from: `"${text(random, 3)}" <a@example.com>`, subject: text(random, 6) };
+      if (random() < 0.8) mail.text = text(random, 40);
+      if (random() < 0.6) mail.html = `<div>${text(random, 40)}</div>`;
+      if (random() < 0.3) mail.textEncoding = random() < 0.5 ? 'base64' : 'quoted-printable';
+      if (random() < 0.4) mail.headers = { 'X-Tag': text(random, 4), 'List-Unsubscribe': '<mailto:u@example.com>' };
+      if (random() < 0.4) {
+        mail.attachments = Array.from({ length: 1 + Math.floor(random() * 3) }, (_, i) => ({
+          filename: `${text(random, 2)}${i}.txt`,
+          content: Buffer.from(text(random, 30)).toString('base64'),
+          encoding: 'base64',
+          contentType: random() < 0.5 ? 'text/plain' : 'application/octet-stream',
+        }));
+      }
+      await assertSame(mail, `random message ${n} (seed 20261124)`);
+    }
+  });
+
+  it('steps aside for streamed content, raw messages and user transforms', async () => {
+    const streamed = new MailComposer({ from: 'a@example.com', text: 'x', attachments: [{ filename: 's.txt', content: Readable.from(['streamed']) }] }).compile();
+    assert.equal(buildMimeNow(streamed), null);
+    assert.equal(buildMimeNow(new MailComposer({ raw: 'Subject: raw\r\n\r\nbody\r\n' }).compile()), null);
+    const transformed = new MailComposer({ from: 'a@example.com', text: 'x' }).compile();
+    transformed.transform(new (await import('node:stream')).PassThrough());
+    assert.equal(buildMimeNow(transformed), null);
+    const unix: Mail = { from: 'a@example.com', text: 'x', newline: 'unix' };
+    assert.equal(buildMimeNow(new MailComposer(unix).compile()), null);
+  });
+});
