@@ -10,7 +10,13 @@
 // are joined as its stream() joins them. Anything else (a stream or file as content, raw
 // content, user transforms, a newline conversion) answers null and the caller runs build().
 // test/domain/mime-build.test.ts holds the two byte for byte equal over many shapes of message.
-import type MimeNode from 'nodemailer/lib/mime-node/index.js';
+//
+// Also here, as it is the other thing this module knows of Nodemailer's insides: MimeNode's header
+// name normalisation ("content-type" -> "Content-Type"), a pure function of the name that
+// Nodemailer runs through a regular expression with a callback on every setHeader and getHeader,
+// ~33 times per message composed, was a third of the cost of composing one (58 -> 38 µs per
+// message measured alone). It is memoised (bounded; the result for each name is unchanged).
+import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import base64 from 'nodemailer/lib/base64/index.js';
 import qp from 'nodemailer/lib/qp/index.js';
 
@@ -23,6 +29,27 @@ interface NodeInternals {
 }
 
 const LINE_LENGTH = 76;
+
+type NormalizeHeaderKey = (this: MimeNode, key: unknown) => string;
+const prototype = MimeNode.prototype as unknown as { _normalizeHeaderKey?: NormalizeHeaderKey };
+/** Nodemailer's own normalisation, unmemoised (undefined if a future version drops the method). */
+export const nodemailerNormalizeHeaderKey = prototype._normalizeHeaderKey;
+const MAX_MEMOISED_NAMES = 10_000;
+if (nodemailerNormalizeHeaderKey) {
+  const original = nodemailerNormalizeHeaderKey;
+  const names = new Map<string, string>();
+  prototype._normalizeHeaderKey = function memoisedNormalizeHeaderKey(this: MimeNode, key: unknown): string {
+    if (typeof key !== 'string') return original.call(this, key);
+    let normalised = names.get(key);
+    if (normalised === undefined) {
+      normalised = original.call(this, key);
+      // Header names come from stored messages too: a flood of distinct ones empties the memo.
+      if (names.size >= MAX_MEMOISED_NAMES) names.clear();
+      names.set(key, normalised);
+    }
+    return normalised;
+  };
+}
 
 /** The message as MimeNode.build() would produce it, or null when only build() can (see above). */
 export function buildMimeNow(root: MimeNode): Buffer | null {

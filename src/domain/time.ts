@@ -9,7 +9,8 @@ export function formatApiTime(ms: number | null | undefined): string | null {
 /** ISO-8601 with offset ("2026-01-01T10:00:00Z"): get_messages, suppression list. */
 export function formatIsoTime(ms: number | null | undefined): string | null {
   if (ms === null || ms === undefined) return null;
-  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+  // toISOString always ends in ".sssZ": the milliseconds go by slicing (a regex per event showed in profiles).
+  return `${new Date(ms).toISOString().slice(0, -5)}Z`;
 }
 
 /** Parses an inclusive "YYYY-MM-DD" date to the epoch ms of its first millisecond (UTC). */

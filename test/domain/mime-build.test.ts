@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { describe, it } from 'node:test';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
-import { buildMimeNow } from '../../src/domain/mime-build.ts';
+import MimeNode from 'nodemailer/lib/mime-node/index.js';
+import { buildMimeNow, nodemailerNormalizeHeaderKey } from '../../src/domain/mime-build.ts';
 
 type Mail = ConstructorParameters<typeof MailComposer>[0] & { baseBoundary?: string; newline?: string };
 
@@ -98,5 +99,14 @@ describe('MIME built directly from the compiled tree', () => {
     assert.equal(buildMimeNow(transformed), null);
     const unix: Mail = { from: 'a@example.com', text: 'x', newline: 'unix' };
     assert.equal(buildMimeNow(new MailComposer(unix).compile()), null);
+  });
+
+  it("memoises Nodemailer's header name normalisation without changing any name", () => {
+    const node = new MimeNode('text/plain') as unknown as { _normalizeHeaderKey(key: unknown): string };
+    assert.ok(nodemailerNormalizeHeaderKey, 'Nodemailer still has the method');
+    assert.notEqual(node._normalizeHeaderKey, nodemailerNormalizeHeaderKey, 'the memoised version is installed');
+    const names = ['content-type', 'Content-Type', 'MIME-VERSION', 'x-smtpapi', 'dkim-signature', 'arc-seal', 'bimi-selector', 'x-spf', 'x-fbl', 'message-id', 'content-md5', 'content-features', ' spaced \r\n name ', 'x-ünïcode', '', 'List-Unsubscribe-Post'];
+    for (const name of [...names, ...names]) assert.equal(node._normalizeHeaderKey(name), nodemailerNormalizeHeaderKey!.call(node as never, name), name);
+    for (const other of [undefined, null, 42]) assert.equal(node._normalizeHeaderKey(other), nodemailerNormalizeHeaderKey!.call(node as never, other));
   });
 });
