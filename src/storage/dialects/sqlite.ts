@@ -19,6 +19,7 @@ import { StoreUnavailableError } from '../../domain/errors.ts';
 import type { StoreDialect } from '../dialect.ts';
 import type { Database } from '../schema.ts';
 import { makePrivateDatabaseFiles } from '../private-files.ts';
+import { START_AFTER_WAL_BYTES, startCheckpointer, type Checkpointer } from './sqlite-checkpointer.ts';
 
 export function openSqlite(file: string): StoreDialect {
   // The database holds message content: 0600 in a 0700 directory (storage/private-files.ts).
@@ -28,13 +29,16 @@ export function openSqlite(file: string): StoreDialect {
   sqlite.pragma(wal ? 'synchronous = NORMAL' : 'synchronous = FULL');
   sqlite.pragma('busy_timeout = 10000');
   sqlite.pragma('foreign_keys = ON');
-  // Keep the WAL from growing without bound under sustained load.
+  // Keep the WAL from growing without bound under sustained load. Most of each checkpoint's work is
+  // done beforehand by a thread of its own (sqlite-checkpointer.ts), started in syncCommitted.
   sqlite.pragma('wal_autocheckpoint = 4000');
   sqlite.pragma('cache_size = -65536');
   const db = new Kysely<Database>({ dialect: new PosthornSqliteDialect({ database: withStatementCache(sqlite, file) }) });
   // Opened at the first sync: the -wal file exists once a transaction has committed, and keeps its
   // inode while this connection is open (resets and truncation rewrite it in place).
   let walFd: number | null = null;
+  let checkpointer: Checkpointer | null = null;
+  let closed = false;
   const syncCommitted = async (): Promise<void> => {
     if (walFd === null) {
       try {
@@ -45,6 +49,7 @@ export function openSqlite(file: string): StoreDialect {
         throw error;
       }
     }
+    if (checkpointer === null && !closed && fs.fstatSync(walFd).size > START_AFTER_WAL_BYTES) checkpointer = startCheckpointer(file);
     try {
       await fdatasync(walFd);
     } catch (error) {
@@ -60,6 +65,8 @@ export function openSqlite(file: string): StoreDialect {
     addIdColumn: (table) => table.addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement()),
     ...(wal ? { syncCommitted } : {}),
     close: async () => {
+      closed = true;
+      await checkpointer?.stop();
       await db.destroy();
       if (walFd !== null) fs.closeSync(walFd);
       walFd = null;
