@@ -1,7 +1,8 @@
 // The HTTP listener's root: Fastify options, TLS, and the edges mounted on it (http/routes.ts).
 // Each edge is its own plugin with its own conventions; the PostageApp API is http/api/plugin.ts.
 import fs from 'node:fs';
-import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Bindings, ChildLoggerOptions } from 'fastify/types/logger.js';
 import { httpLimitsFrom, limitHttpServer } from '../listener-limits.ts';
 import type { Services } from '../services.ts';
 import { ROUTE_INSTALLERS } from './routes.ts';
@@ -13,6 +14,7 @@ export async function buildHttpServer(services: Services): Promise<FastifyInstan
     loggerInstance: services.log,
     // Per-request log lines cost more than the request at ingest rates; errors are still logged.
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: lazyChildLogger,
     bodyLimit: config.maxBodyBytes,
     ...(https ? { https } : {}),
   }) as unknown as FastifyInstance;
@@ -21,4 +23,28 @@ export async function buildHttpServer(services: Services): Promise<FastifyInstan
 
   for (const install of ROUTE_INSTALLERS) await install(app, services);
   return app;
+}
+
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/**
+ * A request's logger (request.log), made only when something logs through it. Fastify otherwise
+ * makes a pino child per request, its bindings (the request id) serialised through the redaction
+ * at once: ~2% of the CPU of an ingest request (bench/, --profile), for the rare request that logs.
+ */
+function lazyChildLogger(logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
+  let child: FastifyBaseLogger | null = null;
+  const real = () => (child ??= logger.child(bindings, options));
+  const lazy: Record<string, unknown> = {
+    child: (more: Bindings, moreOptions?: ChildLoggerOptions) => real().child(more, moreOptions),
+  };
+  for (const level of LEVELS) lazy[level] = (...args: unknown[]) => (real()[level] as (...a: unknown[]) => void)(...args);
+  Object.defineProperty(lazy, 'level', {
+    get: () => (child ?? logger).level,
+    set: (level: string) => {
+      real().level = level;
+    },
+    enumerable: true,
+  });
+  return lazy as unknown as FastifyBaseLogger;
 }
