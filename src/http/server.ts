@@ -25,26 +25,54 @@ export async function buildHttpServer(services: Services): Promise<FastifyInstan
   return app;
 }
 
-const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-
 /**
  * A request's logger (request.log), made only when something logs through it. Fastify otherwise
  * makes a pino child per request, its bindings (the request id) serialised through the redaction
  * at once: ~2% of the CPU of an ingest request (bench/, --profile), for the rare request that logs.
  */
 function lazyChildLogger(logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
-  let child: FastifyBaseLogger | null = null;
-  const real = () => (child ??= logger.child(bindings, options));
-  const lazy: Record<string, unknown> = {
-    child: (more: Bindings, moreOptions?: ChildLoggerOptions) => real().child(more, moreOptions),
-  };
-  for (const level of LEVELS) lazy[level] = (...args: unknown[]) => (real()[level] as (...a: unknown[]) => void)(...args);
-  Object.defineProperty(lazy, 'level', {
-    get: () => (child ?? logger).level,
-    set: (level: string) => {
-      real().level = level;
-    },
-    enumerable: true,
-  });
-  return lazy as unknown as FastifyBaseLogger;
+  return new LazyChildLogger(logger, bindings, options) as unknown as FastifyBaseLogger;
+}
+
+/** One object per request, its methods on the prototype: the child is made at the first use. */
+class LazyChildLogger {
+  #child: FastifyBaseLogger | null = null;
+  constructor(
+    private readonly parent: FastifyBaseLogger,
+    private readonly bindings: Bindings,
+    private readonly options: ChildLoggerOptions,
+  ) {}
+  get #real(): FastifyBaseLogger {
+    return (this.#child ??= this.parent.child(this.bindings, this.options));
+  }
+  get level(): string {
+    return (this.#child ?? this.parent).level;
+  }
+  set level(level: string) {
+    this.#real.level = level;
+  }
+  fatal(...args: unknown[]): void {
+    (this.#real.fatal as (...a: unknown[]) => void)(...args);
+  }
+  error(...args: unknown[]): void {
+    (this.#real.error as (...a: unknown[]) => void)(...args);
+  }
+  warn(...args: unknown[]): void {
+    (this.#real.warn as (...a: unknown[]) => void)(...args);
+  }
+  info(...args: unknown[]): void {
+    (this.#real.info as (...a: unknown[]) => void)(...args);
+  }
+  debug(...args: unknown[]): void {
+    (this.#real.debug as (...a: unknown[]) => void)(...args);
+  }
+  trace(...args: unknown[]): void {
+    (this.#real.trace as (...a: unknown[]) => void)(...args);
+  }
+  silent(...args: unknown[]): void {
+    (this.#real.silent as (...a: unknown[]) => void)(...args);
+  }
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.#real.child(bindings, options);
+  }
 }
