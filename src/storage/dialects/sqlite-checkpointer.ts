@@ -1,5 +1,5 @@
-// Background WAL checkpoints for a SQLite file (docs/decisions/0003-performance.md, "SQLite WAL
-// checkpoints").
+// Background WAL checkpoints for a SQLite file (docs/decisions/0003-performance.md: item j, and
+// the round of 09:00-10:30).
 //
 // better-sqlite3 is synchronous, so the checkpoint SQLite runs inside the COMMIT that takes the WAL
 // past wal_autocheckpoint pages (copying every page of the WAL into the database file and syncing
