@@ -5,6 +5,7 @@
 // when it ends (storage/events.ts), in the order recorded.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
 import { claimDueTransmissions, finishTransmissions, listAttempts, type FinishInput } from '../../src/storage/delivery-queue.ts';
 import { recordEvent } from '../../src/storage/events.ts';
 import { openTestStore, testDatabase, type TestStore } from '../helpers/databases.ts';
@@ -90,5 +91,32 @@ describe(`finishing a batch of transmissions (${testDatabase()})`, () => {
         ['failed', 4, null, null, T0 + 4],
       ],
     );
+  });
+
+  it('looks rows up by key however small the table was when the batch statement first ran (PostgreSQL)', async (ctx) => {
+    if (testDatabase() !== 'postgres') return ctx.skip('a PostgreSQL planner question');
+    // One connection, so every batch below runs on it: a server-prepared statement would switch to
+    // its generic plan after five executions, made for this small table, and keep it.
+    const one = await t.openAnother({ poolSize: 1 });
+    const now = T0 + 5000;
+    const batch = (ids: number[]): FinishInput[] =>
+      ids.map((id) => ({ id, worker: 'nobody', now, state: { status: 'completed', at: now }, resultCode: 'SMTP_250', resultMessage: 'ok', attempt: { startedAt: now, durationMs: 1, mxHost: null, outcome: 'sent' } }));
+    const ids = (await one.db.selectFrom('transmissions').select('id').execute()).map((r) => Number(r.id));
+    for (let i = 0; i < 8; i++) await one.write((trx) => finishTransmissions(trx, batch(ids)));
+    // The table grows (no ANALYZE runs in between)...
+    await one.write(async (trx) => {
+      await sql`INSERT INTO transmissions (message_id, project_id, recipient, status, attempts, next_attempt_at, created_at, updated_at)
+        SELECT ${messageId}, ${projectId}, 'g' || g || '@example.test', 'completed', 1, ${T0}, ${T0}, ${T0} FROM generate_series(1, 20000) AS g`.execute(trx);
+    });
+    // ...and the next batch still reads only its rows: no sequential scan of transmissions.
+    // (The backend's counts not yet reported include earlier transactions': the difference is this batch's.)
+    const scans = await one.write(async (trx) => {
+      const count = async () =>
+        Number((await sql<{ seq_scan: string }>`SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'transmissions'`.execute(trx)).rows[0]?.seq_scan ?? 0);
+      const before = await count();
+      await finishTransmissions(trx, batch(ids));
+      return (await count()) - before;
+    });
+    assert.equal(scans, 0, 'sequential scans of transmissions by the batch finish');
   });
 });
