@@ -42,37 +42,23 @@ class LazyChildLogger {
     private readonly bindings: Bindings,
     private readonly options: ChildLoggerOptions,
   ) {}
-  get #real(): FastifyBaseLogger {
+  real(): FastifyBaseLogger {
     return (this.#child ??= this.parent.child(this.bindings, this.options));
   }
   get level(): string {
     return (this.#child ?? this.parent).level;
   }
   set level(level: string) {
-    this.#real.level = level;
-  }
-  fatal(...args: unknown[]): void {
-    (this.#real.fatal as (...a: unknown[]) => void)(...args);
-  }
-  error(...args: unknown[]): void {
-    (this.#real.error as (...a: unknown[]) => void)(...args);
-  }
-  warn(...args: unknown[]): void {
-    (this.#real.warn as (...a: unknown[]) => void)(...args);
-  }
-  info(...args: unknown[]): void {
-    (this.#real.info as (...a: unknown[]) => void)(...args);
-  }
-  debug(...args: unknown[]): void {
-    (this.#real.debug as (...a: unknown[]) => void)(...args);
-  }
-  trace(...args: unknown[]): void {
-    (this.#real.trace as (...a: unknown[]) => void)(...args);
-  }
-  silent(...args: unknown[]): void {
-    (this.#real.silent as (...a: unknown[]) => void)(...args);
+    this.real().level = level;
   }
   child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
-    return this.#real.child(bindings, options);
+    return this.real().child(bindings, options);
   }
+}
+for (const level of ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const) {
+  Object.defineProperty(LazyChildLogger.prototype, level, {
+    value(this: LazyChildLogger, ...args: unknown[]) {
+      (this.real()[level] as (...a: unknown[]) => void)(...args);
+    },
+  });
 }
