@@ -8,16 +8,7 @@ import { createDeliveryWorker } from '../../src/delivery/deliver-transmissions.t
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { reply, startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 import { simpleMessage, startDeliveryHarness } from './harness.ts';
-
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+import { until } from '../helpers/wait.ts';
 
 describe('the delivery service in a running app', () => {
   const cleanup: Array<() => Promise<void>> = [];

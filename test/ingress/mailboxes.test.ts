@@ -16,6 +16,7 @@ import type { OutboundDispatcher } from '../../src/webhooks/index.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 import { dovecotSkip, startDovecot, type Dovecot } from '../helpers/dovecot.ts';
 import { startHttpSink, verifyPostageAppSignature, type HttpSink } from '../helpers/http-sink.ts';
+import { until as waitUntil } from '../helpers/wait.ts';
 
 const user = { name: 'inbound', password: 'imap-pass-7f3' };
 const other = { name: 'second', password: 'second-pass-91' };
@@ -34,15 +35,8 @@ function email(subject: string, body = 'Hello there.\r\n'): string {
   ].join('\r\n');
 }
 
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** This file's waits poll every 50 ms (IMAP round trips). */
+const until = <T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 15_000) => waitUntil(what, probe, timeoutMs, 50);
 
 function seenUids(flags: Map<number, Set<string>>): number[] {
   return [...flags].filter(([, f]) => f.has('\\Seen')).map(([uid]) => uid).sort((a, b) => a - b);

@@ -11,17 +11,9 @@ import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { openStore, type Store } from '../../src/storage/store.ts';
 import { onlyOn, openTestStore, type TestStore } from '../helpers/databases.ts';
 import { ADMIN_URL, createFreshPostgresDatabase, dropPostgresDatabase } from '../helpers/postgres.ts';
+import { until } from '../helpers/wait.ts';
 
 const skip = onlyOn('postgres');
-
-/** Resolves when check() is true; fails after timeoutMs (a bound, not a speed assertion). */
-async function eventually(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 async function adminQuery<T extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<T[]> {
   const client = new pg.Client({ connectionString: ADMIN_URL });
@@ -67,10 +59,10 @@ describe('PostgreSQL dialect', { skip }, () => {
     const unlisten = await other.onWake('transmissions', () => woken++);
     try {
       t.store.wake('transmissions');
-      await eventually(() => woken === 1, 'the NOTIFY to arrive');
+      await until('the NOTIFY to arrive', () => woken === 1, 10_000, 20);
       t.store.wake('events'); // another channel: not delivered to this listener
       t.store.wake('transmissions');
-      await eventually(() => woken === 2, 'the second NOTIFY');
+      await until('the second NOTIFY', () => woken === 2, 10_000, 20);
       await new Promise((r) => setTimeout(r, 100));
       assert.equal(woken, 2);
     } finally {
@@ -92,16 +84,16 @@ describe('PostgreSQL dialect', { skip }, () => {
           `select pid from pg_stat_activity where datname = $1 and application_name = 'posthorn' and query ilike 'LISTEN%'`,
           [database],
         );
-      await eventually(async () => (await listeners()).length >= 1, 'a LISTEN connection');
+      await until('a LISTEN connection', async () => (await listeners()).length >= 1, 10_000, 20);
       const killed = await listeners();
       for (const { pid } of killed) await adminQuery('select pg_terminate_backend($1)', [pid]);
       // Missed notifications are unknown, so the restored connection wakes every listener once.
-      await eventually(() => woken >= 1, 'the wake-up that follows the reconnect');
+      await until('the wake-up that follows the reconnect', () => woken >= 1, 10_000, 20);
       const fresh = await listeners();
       assert.ok(fresh.length >= 1 && fresh.every((r) => !killed.some((k) => k.pid === r.pid)), 'a new LISTEN connection');
       const before = woken;
       t.store.wake('mailboxes');
-      await eventually(() => woken === before + 1, 'a NOTIFY over the restored connection');
+      await until('a NOTIFY over the restored connection', () => woken === before + 1, 10_000, 20);
     } finally {
       await unlisten();
     }
@@ -117,18 +109,18 @@ describe('PostgreSQL dialect', { skip }, () => {
       await adminQuery(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and application_name = 'posthorn' and pid <> pg_backend_pid()`, [database]);
       // Idle pooled connections that died are replaced on the next checkout (and the pool's error
       // event is handled: an unhandled one would have crashed this test process).
-      await eventually(async () => {
+      await until('a write after the connections were terminated', async () => {
         try {
           await other.write((trx) => trx.insertInto('accounts').values({ uid: 'after-terminate', name: 'x', status: 'active', settings: '{}', created_at: 1, updated_at: 1 }).execute());
           return true;
         } catch {
           return false; // a query on a connection killed mid-flight fails once: that is expected
         }
-      }, 'a write after the connections were terminated');
-      await eventually(() => woken >= 1, 'the wake-up after the LISTEN reconnect');
+      }, 10_000, 20);
+      await until('the wake-up after the LISTEN reconnect', () => woken >= 1, 10_000, 20);
       const before = woken;
       t.store.wake('events');
-      await eventually(() => woken > before, 'a NOTIFY after the reconnect');
+      await until('a NOTIFY after the reconnect', () => woken > before, 10_000, 20);
     } finally {
       await unlisten();
     }
@@ -162,7 +154,7 @@ describe('PostgreSQL dialect', { skip }, () => {
       await notifier.connect();
       await notifier.query(`select pg_notify('ph_test_a', ''), pg_notify('ph_test_b', '')`);
       await notifier.end();
-      await eventually(() => heard.length === 2, 'both channels over the one connection');
+      await until('both channels over the one connection', () => heard.length === 2, 10_000, 20);
     } finally {
       await listener.close();
     }

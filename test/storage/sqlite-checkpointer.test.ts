@@ -10,15 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import SqliteDatabase from 'better-sqlite3';
 import { startCheckpointer } from '../../src/storage/dialects/sqlite-checkpointer.ts';
 import { openStore } from '../../src/storage/store.ts';
-
-/** Resolves when `condition` holds, polling every 25 ms; fails after `ms`. */
-async function eventually(condition: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`not within ${ms} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
+import { until } from '../helpers/wait.ts';
 
 describe('SQLite background checkpoints', () => {
   let dir: string;
@@ -69,7 +61,7 @@ describe('SQLite background checkpoints', () => {
           await trx.insertInto('blobs' as never).values(Array.from({ length: 30 }, () => ({ body: 'y'.repeat(3500) })) as never).execute();
         });
       }
-      await eventually(() => fs.statSync(file).size > sizeAfterSchema + 1_500_000, 5000, 'the database file grows by the checkpointed pages');
+      await until('the database file to grow by the checkpointed pages', () => fs.statSync(file).size > sizeAfterSchema + 1_500_000, 5000);
     } finally {
       await store.close();
     }
