@@ -8,7 +8,8 @@ import { Readable } from 'node:stream';
 import { describe, it } from 'node:test';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
-import { buildMimeNow, nodemailerNormalizeHeaderKey } from '../../src/domain/mime-build.ts';
+import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
+import { buildMimeNow, hasLongerLines, nodemailerHasLongerLines, nodemailerNormalizeHeaderKey } from '../../src/domain/mime-build.ts';
 
 type Mail = ConstructorParameters<typeof MailComposer>[0] & { baseBoundary?: string; newline?: string };
 
@@ -108,5 +109,17 @@ describe('MIME built directly from the compiled tree', () => {
     const names = ['content-type', 'Content-Type', 'MIME-VERSION', 'x-smtpapi', 'dkim-signature', 'arc-seal', 'bimi-selector', 'x-spf', 'x-fbl', 'message-id', 'content-md5', 'content-features', ' spaced \r\n name ', 'x-ünïcode', '', 'List-Unsubscribe-Post'];
     for (const name of [...names, ...names]) assert.equal(node._normalizeHeaderKey(name), nodemailerNormalizeHeaderKey!.call(node as never, name), name);
     for (const other of [undefined, null, 42]) assert.equal(node._normalizeHeaderKey(other), nodemailerNormalizeHeaderKey!.call(node as never, other));
+  });
+
+  it("answers Nodemailer's long-line test as its RegExp does, for every kind of line end", () => {
+    assert.ok(nodemailerHasLongerLines, 'Nodemailer still has the function');
+    assert.equal(mimeFuncs.hasLongerLines, hasLongerLines, 'the one-pass version is installed');
+    const random = prng(77);
+    const pieces = ['a', 'é', '😀', ' ', '\n', '\r', '\r\n', '\u2028', '\u2029', '\t', 'x'.repeat(70), 'y'.repeat(76), 'z'.repeat(77)];
+    const cases = ['', 'x'.repeat(76), 'x'.repeat(77), `${'x'.repeat(76)}\n`, `\n${'x'.repeat(77)}`, `${'x'.repeat(77)}\r`, `a\u2028${'x'.repeat(77)}`, `${'😀'.repeat(38)}a`, 'x'.repeat(128 * 1024 + 1)];
+    for (let n = 0; n < 3000; n++) cases.push(Array.from({ length: 1 + Math.floor(random() * 12) }, () => pieces[Math.floor(random() * pieces.length)]).join(''));
+    for (const text of cases) {
+      for (const length of [76, 10, 0]) assert.equal(hasLongerLines(text, length), nodemailerHasLongerLines!(text, length), JSON.stringify({ text: text.slice(0, 200), length }));
+    }
   });
 });
