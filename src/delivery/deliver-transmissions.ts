@@ -15,7 +15,7 @@
 // Every send may happen twice (a lease can end under a slow send, a process can die after the 250
 // and before the finish): the Message-ID is fixed at acceptance so receivers can de-duplicate.
 import { performance } from 'node:perf_hooks';
-import { classifySmtpReply, type OutcomeKind } from '../domain/classify-smtp-reply.ts';
+import { classifySmtpReply, type OutcomeKind, type SmtpExchange } from '../domain/classify-smtp-reply.ts';
 import { addressedMime, envelopeAddress } from '../domain/compose-mime.ts';
 import { buildEventPayload } from '../domain/events.ts';
 import { HeaderValueError } from '../domain/headers.ts';
@@ -62,7 +62,7 @@ export interface DeliveryOutcome {
 
 /** What one delivery leaves to record. */
 interface DeliveryFinish {
-  finish: Omit<FinishInput, 'worker'>;
+  finish: FinishInput;
   /** the writes that go with it in the same transaction (bounce, events), given the new attempt count */
   alongside: (trx: Tx, attempts: number) => Promise<void>;
   /** the attempt as metrics and the log line see it */
@@ -109,6 +109,7 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     log,
   });
   const unobserveSmtp = observeSmtpConnections(services, () => smtp.openConnections());
+  const workerId = options.workerId ?? generateWorkerId();
 
   /** The contexts of the latest claimed batch, loading (one read feeds the batch). */
   const loading = new Map<number, Promise<Map<number, MessageContext>>>();
@@ -150,12 +151,12 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     }
     if (route === null) {
       const reply = sandboxReply(recipient.address, t.attempts);
-      return { ...classifySmtpReply(reply), host: reply.host, durationMs: elapsed(started), complaint: reply.complaint };
+      return replyOutcome(reply, reply.host, started, null, reply.complaint);
     }
     const raw = addressedMime(composed, t.recipient, t.recipient_name);
     const envelope = { from: returnPathFor(config.bounceDomain, t.id, verpTagKey(services)), to: recipient.address };
     const sent = await smtp.sendVia(route.destinations, envelope, raw, composed.dkim);
-    return { ...classifySmtpReply(sent), host: sent.host || null, durationMs: elapsed(started), tls: sent.tls ?? null };
+    return replyOutcome(sent, sent.host || null, started, sent.tls ?? null, false);
   }
 
   /** decide: the new state, the event and the attempt, from the outcome (pure but for the clock). */
@@ -204,6 +205,7 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     return {
       finish: {
         id: t.id,
+        worker: workerId,
         now,
         state,
         resultCode: outcome.resultCode,
@@ -282,14 +284,15 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
         // A throw past the adapters is a defect: log it, defer the transmission, record it.
         log.error({ err: error, transmission: t.id }, 'delivery defect');
         loading.delete(t.id);
-        outcome = { kind: 'deferred', resultCode: 'INTERNAL_ERROR', resultMessage: 'internal error during delivery (logged)', bounce: null, host: null, durationMs: elapsed(started) };
+        outcome = localOutcome('deferred', 'INTERNAL_ERROR', 'internal error during delivery (logged)', started);
       }
       return decide(t, context, outcome, startedAt);
     },
 
     // ONE store.write per batch: guarded UPDATEs, a multi-row attempts INSERT, bounces and events.
-    async finish(worker, finishes) {
-      const inputs = finishes.map((f) => ({ ...f.finish, worker }));
+    async finish(_worker, finishes) {
+      // Each finish names this runner's worker id already (decide).
+      const inputs = finishes.map((f) => f.finish);
       return store.write(async (trx) => {
         const attempts = await finishTransmissions(trx, inputs);
         for (let i = 0; i < finishes.length; i++) {
@@ -317,13 +320,23 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
       unobserveSmtp();
     },
   };
-  return new LeaseRunner(services, job, options.workerId ?? generateWorkerId());
+  return new LeaseRunner(services, job, workerId);
 }
 
 function elapsed(started: number): number {
   return performance.now() - started;
 }
 
+// Outcomes are written out field by field, one shape for all, never as `{ ...classification,
+// host }`: on Node 20 a spread followed by a new key gives every object a hidden class of its own
+// (docs/decisions/0003-performance.md, "Object spreads").
+
 function localOutcome(kind: OutcomeKind, resultCode: string, resultMessage: string, started: number): DeliveryOutcome {
-  return { kind, resultCode, resultMessage, bounce: null, host: null, durationMs: elapsed(started) };
+  return { kind, resultCode, resultMessage, bounce: null, host: null, durationMs: elapsed(started), tls: null, complaint: false };
+}
+
+/** The outcome of a reply (SMTP or the sandbox's): its classification, who answered, how long it took. */
+function replyOutcome(reply: SmtpExchange, host: string | null, started: number, tls: boolean | null, complaint: boolean): DeliveryOutcome {
+  const { kind, resultCode, resultMessage, bounce } = classifySmtpReply(reply);
+  return { kind, resultCode, resultMessage, bounce, host, durationMs: elapsed(started), tls, complaint };
 }

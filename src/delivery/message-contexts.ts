@@ -150,7 +150,8 @@ export class MessageContexts {
     // The Date header: acceptance, or the send_at of a scheduled message (docs/api/send-message.md).
     const composed = await composeMime(context.payload, variables, { date: new Date(context.payload.sendAt ?? context.createdAt), transformHtml });
     const dkim = composed.fromAddress ? await findDkimKey(this.services, context.accountId, composed.fromAddress) : null;
-    return { ...composed, dkim };
+    // Written out, not `{ ...composed, dkim }` (docs/decisions/0003-performance.md, "Object spreads").
+    return { mime: composed.mime, addressed: composed.addressed, fromAddress: composed.fromAddress, dkim };
   }
 
   /** payload.tracking decides; null/absent defers to the project's settings; config.tracking gates all. */

@@ -26,6 +26,7 @@ import { splitReply, type SmtpExchange, type SmtpStage } from '../domain/classif
 import type { DkimKey } from './dkim.ts';
 import type { Destination } from './routes.ts';
 import { installSmtpPipelining } from './smtp-pipelining.ts';
+import { withFields } from '../domain/objects.ts';
 
 export const MESSAGES_PER_CONNECTION = 1000;
 const POOL_IDLE_MS = 60_000;
@@ -141,7 +142,7 @@ export class SmtpClient {
       const reply = splitReply(String(info.response ?? ''));
       return { code: reply.code ?? 250, text: reply.text, stage: 'message', host: destination.name, tls: info.posthornTls ?? null };
     } catch (error) {
-      return { ...exchangeFromError(error), host: destination.name, tls: tlsOfError(error) };
+      return withFields(exchangeFromError(error), { host: destination.name, tls: tlsOfError(error) });
     } finally {
       this.total.release();
       pool.slots.release();

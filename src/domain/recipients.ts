@@ -17,6 +17,7 @@ import type { Json } from './args.ts';
 import { invalidArgument, isPlainObject, wrongType } from './args.ts';
 import { ApiError } from './errors.ts';
 import { parseVariableValues, type VariableValues } from './variable-values.ts';
+import { withFields } from './objects.ts';
 
 export interface Mailbox {
   /** local@domain, the domain lower-cased */
@@ -178,7 +179,7 @@ export function resolveRecipients(entries: readonly RecipientEntry[], what = 're
     const key = addressKey(parsed.mailbox.address);
     if (seen.has(key)) continue;
     seen.add(key);
-    out.push({ ...parsed.mailbox, variables: entry.variables });
+    out.push(withFields(parsed.mailbox, { variables: entry.variables }));
   }
   return out;
 }

@@ -24,6 +24,7 @@ import {
 import { mergeLevels, type ContentLevel, type MergedContent, type TemplateLevel } from './templates.ts';
 import { parseVariableValues, variableNamesIn, type VariableValues } from './variable-values.ts';
 import { findTemplateSyntaxError } from './variables.ts';
+import { withFields } from './objects.ts';
 
 /** The domain of the clients' test sink: copies to it complete at acceptance, nothing is sent. */
 export const NULL_SINK_DOMAIN = 'null.postageapp.com';
@@ -187,7 +188,7 @@ export function acceptMessage(
     if (seen.has(key)) continue;
     seen.add(key);
     // A Cc or Bcc copy is the main recipient's message: it renders with the first recipient's variables.
-    copies.push({ ...extra, variables: recipients[0].variables });
+    copies.push(withFields(extra, { variables: recipients[0].variables }));
   }
   if (copies.length > limits.maxRecipients) {
     throw new ApiError(
@@ -215,7 +216,7 @@ export function acceptMessage(
   if (request.headers.replyTo !== null) headers['Reply-To'] = request.headers.replyTo;
   if (request.headers.cc !== null) headers['Cc'] = request.headers.cc;
   Object.assign(headers, request.headers.custom);
-  return { ...merged, headers, copies, recipientOverride };
+  return withFields(merged, { headers, copies, recipientOverride });
 }
 
 /** Every part is rendered per recipient at delivery: one that is not valid template syntax is 412 now (docs/templates.md). */

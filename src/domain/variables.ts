@@ -271,7 +271,8 @@ export function renderLegacyVariables(text: string, variables: Variables): strin
 
 /** Global variables overridden by the recipient's own. */
 export function mergeVariables(global: Variables, recipient: Variables | null | undefined): Variables {
-  return recipient ? { ...global, ...recipient } : global;
+  // Object.assign, not two spreads: see domain/objects.ts.
+  return recipient ? Object.assign({}, global, recipient) : global;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -107,7 +107,8 @@ function buildPayload(accepted: AcceptedMessage, request: SendRequest, messageId
   return {
     v: 1,
     syntax: 'handlebars',
-    ...(sendAt !== null ? { sendAt } : {}),
+    // undefined (left out of the stored JSON) rather than a conditional spread: domain/objects.ts.
+    sendAt: sendAt ?? undefined,
     messageId,
     from: accepted.from,
     subject: accepted.subject,

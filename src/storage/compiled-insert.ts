@@ -22,8 +22,12 @@ interface Prepared {
   slots: Marker[];
 }
 
-/** Row counts up to this are cached per shape (a handful of SQL strings); larger batches are compiled each time. */
-const MAX_CACHED_ROWS = 16;
+/**
+ * Row counts cached per shape (a handful of SQL strings): up to 16, and the powers of two up to
+ * 256 that batches chunked by storage/delivery-queue.ts powerOfTwoChunks come in; other counts are
+ * compiled each time.
+ */
+const isCachedRowCount = (rows: number) => rows <= 16 || (rows <= 256 && (rows & (rows - 1)) === 0);
 
 export class CompiledInsert<T extends Table> {
   /** per query adapter (one per dialect instance), per row count */
@@ -55,7 +59,7 @@ export class CompiledInsert<T extends Table> {
   }
 
   private prepared(db: Tx, rowCount: number): Prepared {
-    if (rowCount > MAX_CACHED_ROWS) return this.prepare(db, rowCount);
+    if (!isCachedRowCount(rowCount)) return this.prepare(db, rowCount);
     const adapter = db.getExecutor().adapter;
     let byCount = this.cache.get(adapter);
     if (!byCount) this.cache.set(adapter, (byCount = new Map()));

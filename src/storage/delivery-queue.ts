@@ -13,6 +13,7 @@
 import { CompiledQuery, sql } from 'kysely';
 import type { Transmission } from './schema.ts';
 import { preparedOnServer, skippingLocked, takesArrayParameters } from './dialect.ts';
+import { CompiledInsert } from './compiled-insert.ts';
 import { CompiledStatement } from './compiled-statement.ts';
 import type { Tx } from './store.ts';
 
@@ -98,7 +99,7 @@ export interface FinishInput {
 export async function finishTransmission(trx: Tx, input: FinishInput): Promise<number | null> {
   const attempts = await updateUnderLease(trx, input);
   if (attempts === null) return null;
-  await trx.insertInto('attempts').values(attemptRow(input)).execute();
+  await INSERT_ATTEMPTS.execute(trx, [attemptRow(input)]);
   return attempts;
 }
 
@@ -158,6 +159,8 @@ function attemptRow(input: FinishInput) {
 
 /** Attempt rows per INSERT: 9 parameters each stays far below SQLite's and PostgreSQL's limits. */
 const ATTEMPT_ROWS_PER_INSERT = 128;
+/** The attempt rows' INSERT, compiled once per row count (storage/compiled-insert.ts). */
+const INSERT_ATTEMPTS = new CompiledInsert('attempts', ['transmission_id', 'started_at', 'duration_ms', 'mx_host', 'outcome', 'result_code', 'result_message', 'worker', 'tls'], false);
 
 /**
  * finishTransmission for many transmissions in one transaction: each row's state under its own
@@ -175,9 +178,7 @@ export async function finishTransmissions(trx: Tx, inputs: readonly FinishInput[
     results.push(attempts);
     if (attempts !== null) held.push(input);
   }
-  for (const chunk of powerOfTwoChunks(held, ATTEMPT_ROWS_PER_INSERT)) {
-    await trx.insertInto('attempts').values(chunk.map(attemptRow)).execute();
-  }
+  for (const chunk of powerOfTwoChunks(held, ATTEMPT_ROWS_PER_INSERT)) await INSERT_ATTEMPTS.execute(trx, chunk.map(attemptRow));
   return results;
 }
 

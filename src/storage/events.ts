@@ -16,6 +16,7 @@
 import { CompiledQuery, sql } from 'kysely';
 import type { EventKind } from '../domain/events.ts';
 import { CompiledInsert } from './compiled-insert.ts';
+import { CompiledStatement } from './compiled-statement.ts';
 import { preparedOnServer, takesArrayParameters } from './dialect.ts';
 import type { EventsTable } from './schema.ts';
 import type { Tx } from './schema.ts';
@@ -89,6 +90,9 @@ FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6
 
 /** Whether some event still waits for the dispatcher's fan-out. */
 export async function hasUndispatchedEvents(db: Tx): Promise<boolean> {
-  const rows = await db.selectFrom('events').select('id').where('dispatched_at', 'is', null).limit(1).execute();
+  // Asked after every batch of delivery finishes: compiled once (storage/compiled-statement.ts).
+  const { rows } = await db.executeQuery(ANY_UNDISPATCHED.with(db, {}));
   return rows.length > 0;
 }
+
+const ANY_UNDISPATCHED = new CompiledStatement<never, { id: number }>((db) => db.selectFrom('events').select('id').where('dispatched_at', 'is', null).limit(1));

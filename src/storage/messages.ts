@@ -7,11 +7,13 @@
 // an event-loop turn (a data-modifying CTE, atomic without BEGIN/COMMIT:
 // dialects/postgres-acceptance.ts), on SQLite one unit of the store's group commit.
 import { CompiledInsert } from './compiled-insert.ts';
+import { CompiledStatement } from './compiled-statement.ts';
 import { isUniqueViolationError, preparedOnServer } from './dialect.ts';
 import type { Duplicate } from './duplicates.ts';
 import type { MessageRow } from './schema.ts';
 import type { Store, Tx } from './store.ts';
 import { acceptedTransmissionRows, insertTransmissions, type AcceptedCopy } from './transmissions.ts';
+import { withFields } from '../domain/objects.ts';
 
 export type { AcceptedCopy } from './transmissions.ts';
 
@@ -68,7 +70,7 @@ export async function storeAcceptedMessage(
   acceptance: Acceptance,
   alongside?: (trx: Tx, messageId: number) => Promise<void>,
 ): Promise<{ id: number } | Duplicate> {
-  const message: MessageRow = { ...acceptance.message, recipient_count: acceptance.copies.length };
+  const message: MessageRow = withFields(acceptance.message, { recipient_count: acceptance.copies.length });
   const rows = acceptedTransmissionRows(message, acceptance.copies, acceptance.dueAt);
   const oneStatement = store.dialect.insertMessageWithTransmissions;
   if (oneStatement && !alongside) {
@@ -95,28 +97,40 @@ export async function storeAcceptedMessage(
 /**
  * What delivery needs of the messages of a claimed batch, with their projects: one query. Its text
  * depends only on the next power of two of the count (padToPowerOfTwo), a bounded set of texts,
- * each prepared once per connection where the server prepares statements.
+ * each built and compiled once (storage/compiled-statement.ts) and prepared once per connection
+ * where the server prepares statements.
  */
 export async function readMessagesForDelivery(db: Tx, ids: readonly number[]) {
-  const query = db
-    .selectFrom('messages')
-    .innerJoin('projects', 'projects.id', 'messages.project_id')
-    .select([
-      'messages.id as id',
-      'messages.uid as uid',
-      'messages.unique_id as unique_id',
-      'messages.project_id as project_id',
-      'messages.created_at as created_at',
-      'messages.payload as payload',
-      'projects.uid as project_uid',
-      'projects.account_id as account_id',
-      'projects.settings as settings',
-    ])
-    .where('messages.id', 'in', padToPowerOfTwo(ids))
-    .compile();
+  const padded = padToPowerOfTwo(ids);
+  let statement = MESSAGES_FOR_DELIVERY.get(padded.length);
+  if (!statement) MESSAGES_FOR_DELIVERY.set(padded.length, (statement = messagesForDelivery(padded.length)));
+  const values: Record<string, number> = {};
+  for (let i = 0; i < padded.length; i++) values[`id${i}`] = padded[i];
+  const query = statement.with(db, values);
   preparedOnServer(query.sql);
   return (await db.executeQuery(query)).rows;
 }
+
+/** The statement of readMessagesForDelivery for `count` ids (a power of two), by count. */
+const MESSAGES_FOR_DELIVERY = new Map<number, ReturnType<typeof messagesForDelivery>>();
+const messagesForDelivery = (count: number) =>
+  new CompiledStatement((db: Tx, value: (name: string) => never) =>
+    db
+      .selectFrom('messages')
+      .innerJoin('projects', 'projects.id', 'messages.project_id')
+      .select([
+        'messages.id as id',
+        'messages.uid as uid',
+        'messages.unique_id as unique_id',
+        'messages.project_id as project_id',
+        'messages.created_at as created_at',
+        'messages.payload as payload',
+        'projects.uid as project_uid',
+        'projects.account_id as account_id',
+        'projects.settings as settings',
+      ])
+      .where('messages.id', 'in', Array.from({ length: count }, (_, i) => value(`id${i}`))),
+  );
 
 /**
  * The ids with the last one repeated up to the next power of two: `IN (...)` lists of a few sizes
