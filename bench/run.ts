@@ -595,7 +595,8 @@ async function measureHistory(): Promise<void> {
   log(`6 seeding ${HISTORY_ROWS.toLocaleString('en-US')} transmissions (${HISTORY_PER_MESSAGE} per message) with direct SQL`);
   const seeded = seedHistory(path.join(instance.dataDir, 'posthorn.db'), { transmissions: HISTORY_ROWS, perMessage: HISTORY_PER_MESSAGE, spreadDays: 20 });
   log(`6 seeded ${seeded.transmissions} transmissions in ${(seeded.elapsedMs / 1000).toFixed(1)} s`);
-  await withService(instance, { role: 'api' }, async (service) => {
+  const profile = profileDir ? path.join(profileDir, 'history') : undefined;
+  await withService(instance, { role: 'api', cpuProfDir: profile }, async (service) => {
     const url = `${service.url}/v.1.1/messages_history`;
     const lastPage = Math.ceil(HISTORY_ROWS / 250);
     // A date range of the last 10 of the 20 seeded days: about half the rows, paged from its far end.
@@ -656,6 +657,7 @@ async function measureHistory(): Promise<void> {
     log(`6n numbering: ${median(perRowUs).toFixed(2)} µs of service CPU per new transmission`);
     addFigure({ id: '6n', name: `messages_history: numbering ${LATE.toLocaleString('en-US')} new transmissions, service CPU per row`, unit: 'µs', value: median(perRowUs), runs: perRowUs, digits: 2 });
   });
+  if (profile) profileReports.push(reportProfile('messages_history pages (role api)', profile));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -700,11 +702,17 @@ async function measureQueuedMemory(sink: Sink, postfixRelay: number | null, post
   if (profile) profileReports.push(reportProfile(`worker draining ${QUEUED} (role worker)`, profile));
 }
 
+/**
+ * The summaries of a run's profiles: one per process (serve's supervisor and its children each
+ * write theirs), main threads only (the `.0.` of Node's file names; the checkpoint thread writes
+ * its own), the busiest first.
+ */
 function reportProfile(title: string, dir: string): string {
-  const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')) : [];
+  const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.cpuprofile') && /\.\d+\.0\.\d+\.cpuprofile$/.test(f)) : [];
   if (files.length === 0) return `${title}: no profile written`;
-  const file = path.join(dir, files[0]);
-  const text = formatProfile(`${title} [${file}]`, summarizeProfile(file, 25));
+  const summaries = files.map((f) => ({ file: path.join(dir, f), summary: summarizeProfile(path.join(dir, f), 25) }));
+  summaries.sort((a, b) => a.summary.idleShare - b.summary.idleShare);
+  const text = summaries.map(({ file, summary }) => formatProfile(`${title} [${file}]`, summary)).join('\n');
   log(text);
   return text;
 }

@@ -37,6 +37,9 @@ function shortUrl(url: string): string {
   const clean = url.replace(/^file:\/\//, '');
   const nm = clean.lastIndexOf('/node_modules/');
   if (nm !== -1) return clean.slice(nm + '/node_modules/'.length);
+  // The service runs the build (dist/ links to .dist-<time>/, scripts/build.js): named as its source.
+  const built = /\/(?:\.dist-[^/]+|dist)\/(.*)$/.exec(clean);
+  if (built) return `src/${built[1]}`;
   const src = clean.search(/\/(src|bench|test)\//);
   return src !== -1 ? clean.slice(src + 1) : clean;
 }

@@ -4,6 +4,7 @@ import { DAY_MS, formatApiTime } from '../../domain/time.ts';
 import { listHistoryPage, numberNewTransmissions, type HistoryRow } from '../../storage/reports.ts';
 import type { Project } from '../../storage/schema.ts';
 import type { Services } from '../../services.ts';
+import { withFields } from '../../domain/objects.ts';
 
 export interface HistoryRequest {
   /** first day included, as epoch ms of its first millisecond (UTC), or null for no lower bound */
@@ -83,8 +84,8 @@ function presentRecord(row: HistoryRow): HistoryRecord {
 }
 
 function presentDetailed(row: HistoryRow): DetailedHistoryRecord {
-  return {
-    ...presentRecord(row),
+  // Per record of a page: withFields, not a spread (domain/objects.ts).
+  return withFields(presentRecord(row), {
     result_code: row.result_code,
     result_message: row.result_message,
     completed_at: formatApiTime(row.completed_at),
@@ -92,5 +93,5 @@ function presentDetailed(row: HistoryRow): DetailedHistoryRecord {
     opened_at: formatApiTime(row.opened_at),
     clicked_at: formatApiTime(row.clicked_at),
     attempts: Number(row.attempts),
-  };
+  });
 }
