@@ -17,6 +17,7 @@
 // A crash between claim and finish loses nothing: the request is posted again with the same
 // X-Posthorn-Event-Id, which receivers de-duplicate on.
 import { generateWorkerId } from '../domain/keys.ts';
+import { withFields } from '../domain/objects.ts';
 import { mailboxUidOfRef, postbackRefOf } from '../domain/outbound-refs.ts';
 import { signWebhook } from '../domain/signatures.ts';
 import { recordOutboundAttempt } from '../observability/attempts.ts';
@@ -160,8 +161,9 @@ export function createDispatchWorker(services: Services, workerId?: string): Dis
       store.write(async (trx) => {
         const kept: boolean[] = [];
         for (const item of items) {
-          await insertOutboundAttempt(trx, { ...item.attempt, worker });
-          kept.push(await finishOutbound(trx, { ...item.finish, worker }));
+          // withFields, not spreads: per webhook request (domain/objects.ts).
+          await insertOutboundAttempt(trx, withFields(item.attempt, { worker }));
+          kept.push(await finishOutbound(trx, withFields(item.finish, { worker })));
           if (item.holdBack) await holdBackDestination(trx, item.holdBack);
         }
         return kept;
