@@ -568,12 +568,15 @@ const BUSY_LIMIT_S = 900;
 /**
  * Postfix relaying (10a-c) and Posthorn end to end with `serve` defaults (10) while one busy-loop
  * process per core runs beside them: the lead on a machine with other work on its cores. The busy
- * loops are plain `node -e` spinning, each bounded by BUSY_LIMIT_S and killed when the figure ends.
+ * loops are plain `node -e` spinning, each bounded by BUSY_LIMIT_S and killed when the figure ends,
+ * each in a session of its own as other work on a machine would be: Postfix (its master makes its
+ * own session) and Posthorn (bench/lib/posthorn.ts) each run in theirs, so the kernel's autogroup
+ * scheduling treats both alike (docs/decisions/0003-performance.md, "Scheduling groups").
  */
 async function measureBusyMachine(sink: Sink): Promise<void> {
   const cores = os.availableParallelism();
   const loops = Array.from({ length: cores }, (_, i) =>
-    spawnChild(`busy loop ${i}`, process.execPath, ['-e', `const end = Date.now() + ${BUSY_LIMIT_S * 1000}; while (Date.now() < end) {}`]),
+    spawnChild(`busy loop ${i}`, process.execPath, ['-e', `const end = Date.now() + ${BUSY_LIMIT_S * 1000}; while (Date.now() < end) {}`], { detached: true }),
   );
   const release = onCleanup('busy loops', async () => {
     await Promise.all(loops.map((l) => l.stop(1000)));

@@ -92,7 +92,11 @@ export async function serve(instance: Instance, opts: ServeOptions = {}): Promis
     ...(opts.sinkPort ? ['--transport-map', `${RECIPIENT_DOMAIN}=127.0.0.1:${opts.sinkPort}`] : []),
     ...(opts.extraArgs ?? []),
   ];
-  const spawned: Spawned = spawnChild('posthorn serve', process.execPath, args, { cwd: ROOT, env: env(instance.databaseUrl) });
+  // In a session of its own, as a service manager starts a service and as Postfix's master puts
+  // itself: with the kernel's autogroup scheduling (on by default) a session is a scheduling group,
+  // and the service must not share one with the load generator or figure 10's busy loops when
+  // Postfix does not (docs/decisions/0003-performance.md, "Scheduling groups").
+  const spawned: Spawned = spawnChild('posthorn serve', process.execPath, args, { cwd: ROOT, env: env(instance.databaseUrl), detached: true });
   const logFile = path.join(instance.dataDir, `serve-${spawned.child.pid}.log`);
   const logStream = fs.createWriteStream(logFile);
   spawned.child.stderr!.pipe(logStream, { end: false });

@@ -37,6 +37,8 @@ export interface Machine {
   loadBefore: string;
   /** one durable SQLite commit (WAL, synchronous=FULL) on the temporary directory's disk */
   commitMs: number;
+  /** the kernel's autogroup scheduling (a session is a scheduling group): on, off or unknown */
+  autogroup: string;
 }
 
 /**
@@ -88,7 +90,16 @@ export function describeMachine(postfix: string, postgres: string): Machine {
     date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
     loadBefore: os.loadavg().map((l) => l.toFixed(2)).join(' '),
     commitMs: measureCommitMs(),
+    autogroup: readAutogroup(),
   };
+}
+
+function readAutogroup(): string {
+  try {
+    return fs.readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() === '1' ? 'on' : 'off';
+  } catch {
+    return 'unknown';
+  }
 }
 
 export function ratioOf(f: Figure): number | null {
@@ -143,9 +154,13 @@ what limits each one and where the time goes: [decisions/0003-performance.md](de
 | Date | ${machine.date} |
 | Load average (1, 5, 15 min) before / after the run | ${machine.loadBefore} / ${loadAfter} |
 | One durable SQLite commit (WAL, synchronous=FULL, measured) | ${machine.commitMs.toFixed(2)} ms |
+| Autogroup scheduling (kernel.sched_autogroup_enabled) | ${machine.autogroup} |
 
 Everything ran on this one machine over 127.0.0.1: the load generators (smtp-source, autocannon),
-the receiver (Postfix's smtp-sink), Postfix and Posthorn share the same cores.
+the receiver (Postfix's smtp-sink), Postfix and Posthorn share the same cores. Postfix and Posthorn
+each run in a session of their own, as a service manager starts services (Postfix's master makes
+its own), and so do figure 10's busy loops: the kernel's autogroup scheduling makes each session a
+scheduling group, and treats both services alike.
 
 ## Results
 
