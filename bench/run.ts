@@ -711,7 +711,7 @@ async function measureQueuedMemory(sink: Sink, postfixRelay: number | null, post
  * its own), the busiest first.
  */
 function reportProfile(title: string, dir: string): string {
-  const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.cpuprofile') && /\.\d+\.0\.\d+\.cpuprofile$/.test(f)) : [];
+  const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => /\.\d+\.0\.\d+\.cpuprofile$/.test(f)) : [];
   if (files.length === 0) return `${title}: no profile written`;
   const summaries = files.map((f) => ({ file: path.join(dir, f), summary: summarizeProfile(path.join(dir, f), 25) }));
   summaries.sort((a, b) => a.summary.idleShare - b.summary.idleShare);

@@ -17,6 +17,7 @@ import { rewriteHtmlParts } from '../domain/rewrite-html-parts.ts';
 import { findDkimKey, type DkimKey } from './dkim.ts';
 import { applyTracking } from './tracking.ts';
 import { trackingSigningKey } from '../domain/tracking-token.ts';
+import { withFields } from '../domain/objects.ts';
 
 export interface MessageContext {
   id: number;
@@ -150,8 +151,7 @@ export class MessageContexts {
     // The Date header: acceptance, or the send_at of a scheduled message (docs/api/send-message.md).
     const composed = await composeMime(context.payload, variables, { date: new Date(context.payload.sendAt ?? context.createdAt), transformHtml });
     const dkim = composed.fromAddress ? await findDkimKey(this.services, context.accountId, composed.fromAddress) : null;
-    // Written out, not `{ ...composed, dkim }` (docs/decisions/0003-performance.md, "Object spreads").
-    return { mime: composed.mime, addressed: composed.addressed, fromAddress: composed.fromAddress, dkim };
+    return withFields(composed, { dkim });
   }
 
   /** payload.tracking decides; null/absent defers to the project's settings; config.tracking gates all. */

@@ -27,6 +27,7 @@
 // Compiled once per distinct (part kind, text): the cache below is shared by every message and
 // recipient, so a message's parts compile once and each recipient only runs the compiled function.
 import Handlebars from 'handlebars';
+import { withFields } from './objects.ts';
 
 /** A variable's value: JSON as given (null counts as absent). */
 export type VariableValue = string | number | boolean | null | readonly VariableValue[] | { readonly [name: string]: VariableValue };
@@ -271,8 +272,7 @@ export function renderLegacyVariables(text: string, variables: Variables): strin
 
 /** Global variables overridden by the recipient's own. */
 export function mergeVariables(global: Variables, recipient: Variables | null | undefined): Variables {
-  // Object.assign, not two spreads: see domain/objects.ts.
-  return recipient ? Object.assign({}, global, recipient) : global;
+  return recipient ? withFields(global, recipient) : global;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,10 +5,9 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 
-const src = (file: string) => pathToFileURL(new URL(`../../src/${file}`, import.meta.url).pathname).href;
+const src = (file: string) => new URL(`../../src/${file}`, import.meta.url).href;
 
 // Each check builds two objects from different values and prints whether they share a class.
 const CHILD = `
