@@ -10,6 +10,7 @@ import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
 import { buildMimeNow, hasLongerLines, nodemailerHasLongerLines, nodemailerNormalizeHeaderKey } from '../../src/domain/mime-build.ts';
+import { prng } from '../helpers/prng.ts';
 
 type Mail = ConstructorParameters<typeof MailComposer>[0] & { baseBoundary?: string; newline?: string };
 
@@ -25,15 +26,6 @@ async function assertSame(mail: Mail, label: string): Promise<void> {
   const { direct, streamed } = await bothBuilds(mail);
   assert.ok(direct, `${label}: built directly`);
   assert.equal(direct.toString('latin1'), streamed.toString('latin1'), label);
-}
-
-/** A small deterministic generator, so a failure names a case that can be run again. */
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s * 1664525 + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
 }
 
 const PIECES = ['Hello', ' ', 'wörld', '\r\n', '\n', '\r', 'naïve café', '日本語のテキスト', '😀', '=', '.', '..', 'From ', '\t', 'x'.repeat(90), '<b>bold</b>', '&amp;', ' \r\n'];

@@ -103,17 +103,22 @@ class CastLimitCompiler extends SqliteQueryCompiler {
  * instead. Safe because the driver runs one statement at a time on the single connection (its
  * mutex also holds the connection for a whole streamed query). Bounded: multi-row INSERTs have as
  * many texts as row counts, so the cache is emptied when it grows past MAX_CACHED_STATEMENTS.
+ * A schema change (CREATE, ALTER, DROP: migrations) empties it too, and is not kept in it: a
+ * reader's column names are read once, at prepare (guardStatement), and must not outlive the
+ * schema they were read from.
  */
 const MAX_CACHED_STATEMENTS = 500;
+const SCHEMA_CHANGE = /^\s*(create|alter|drop)\b/i;
 function withStatementCache(sqlite: SqliteDatabase.Database, file: string): { prepare(sql: string): GuardedStatement; close(): void } {
   const cache = new Map<string, GuardedStatement>();
   return {
     prepare(sql) {
       let statement = cache.get(sql);
       if (statement === undefined) {
-        if (cache.size >= MAX_CACHED_STATEMENTS) cache.clear();
+        const changesSchema = SCHEMA_CHANGE.test(sql);
+        if (changesSchema || cache.size >= MAX_CACHED_STATEMENTS) cache.clear();
         statement = guardStatement(sqlite, sqlite.prepare(sql), sql, file);
-        cache.set(sql, statement);
+        if (!changesSchema) cache.set(sql, statement);
       }
       return statement;
     },
@@ -132,6 +137,14 @@ type GuardedStatement = Pick<SqliteDatabase.Statement, 'reader' | 'all' | 'run' 
  *   savepoint" or "cannot rollback - no transaction is active" and hide the cause: with no
  *   transaction open they are no-ops here, so the caller sees the first error, the real one, and
  *   every unit of the group is rejected with it (nothing answered, nothing half-written).
+ *
+ * A reader returns its rows as arrays (better-sqlite3's raw mode) made into objects here, by one
+ * loop over the column names read at prepare: better-sqlite3 builds each row object in C++ one
+ * property at a time, which for a page of 251 history rows of 14 columns took 0.8 ms against
+ * 0.5 ms this way (docs/decisions/0003-performance.md, "Rows as arrays"). The objects are the same:
+ * one property per column in column order, the last of two equal names winning. A row of another
+ * length than the names (the schema changed under the statement, by another connection) reads the
+ * names again.
  */
 function guardStatement(sqlite: SqliteDatabase.Database, statement: SqliteDatabase.Statement, sql: string, file: string): GuardedStatement {
   const endsTransaction = /^\s*(rollback|release)\b/i.test(sql);
@@ -145,16 +158,42 @@ function guardStatement(sqlite: SqliteDatabase.Database, statement: SqliteDataba
       throw unavailable ?? error;
     }
   };
+  let columns: string[] = [];
+  if (statement.reader) {
+    columns = columnNames(statement);
+    statement.raw(true);
+  }
+  const toObject = (values: unknown[]): Record<string, unknown> => {
+    if (values.length !== columns.length) columns = columnNames(statement);
+    const row: Record<string, unknown> = {};
+    for (let i = 0; i < values.length; i++) row[columns[i]] = values[i];
+    return row;
+  };
   return {
     reader: statement.reader,
-    all: ((...params: unknown[]) => guard(() => statement.all(...params))) as SqliteDatabase.Statement['all'],
+    all: ((...params: unknown[]) =>
+      guard(() => {
+        const rows = statement.all(...params) as unknown[][];
+        const objects = new Array<Record<string, unknown>>(rows.length);
+        for (let i = 0; i < rows.length; i++) objects[i] = toObject(rows[i]);
+        return objects;
+      })) as SqliteDatabase.Statement['all'],
     run: ((...params: unknown[]) => {
       if (endsTransaction && !sqlite.inTransaction) return { changes: 0, lastInsertRowid: 0 };
       if (beginsTransaction && diskFull.has(sqlite)) shrinkWal(sqlite);
       return guard(() => statement.run(...params));
     }) as SqliteDatabase.Statement['run'],
-    iterate: ((...params: unknown[]) => guard(() => statement.iterate(...params))) as SqliteDatabase.Statement['iterate'],
+    iterate: ((...params: unknown[]) => {
+      const rows = guard(() => statement.iterate(...params)) as IterableIterator<unknown[]>;
+      return (function* () {
+        for (const values of rows) yield toObject(values);
+      })();
+    }) as SqliteDatabase.Statement['iterate'],
   };
+}
+
+function columnNames(statement: SqliteDatabase.Statement): string[] {
+  return statement.columns().map((c) => c.name);
 }
 
 /** Connections that met a full disk since their WAL was last shrunk. */
