@@ -17,7 +17,7 @@ import type { Suppression } from './schema.ts';
 /** An entry that blocks sending to `address` now: `rejected`, or `warning` with blocked_until > now. */
 export async function findActiveSuppression(db: Tx, projectId: number, address: string, now: number): Promise<Suppression | undefined> {
   // Batched only outside a transaction: a pending lookup must not outlive the connection it runs on.
-  if (!db.isTransaction && takesArrayParameters(db)) return lookupsOf(db).find(projectId, normalizeAddress(address), now);
+  if (!db.isTransaction) return lookupsOf(db).find(projectId, normalizeAddress(address), now);
   const { rows } = await db.executeQuery(ACTIVE_SUPPRESSION.with(db, { projectId, address: normalizeAddress(address), now }));
   return rows[0];
 }
@@ -41,10 +41,12 @@ interface PendingLookup {
 }
 
 /**
- * The lookups asked in one event-loop turn, answered by ONE query where statements take arrays
- * (PostgreSQL). Delivery asks once per transmission, and the transmissions of a claimed batch ask
- * in the same turn: one round trip per batch instead of one per message
- * (docs/decisions/0003-performance.md). SQLite answers each in-process, as before.
+ * The lookups asked in one event-loop turn, answered by ONE query. Delivery asks once per
+ * transmission, and the transmissions of a claimed batch ask in the same turn: on PostgreSQL one
+ * round trip per batch instead of one per message; on SQLite one statement, and so one read
+ * transaction (its WAL read lock taken and released, two fcntl calls), instead of one per message
+ * (docs/decisions/0003-performance.md). The lookups travel as arrays where statements take them,
+ * else as one JSON array of [project, address, now] read by json_each.
  */
 class SuppressionLookups {
   private pending: PendingLookup[] = [];
@@ -63,10 +65,9 @@ class SuppressionLookups {
     this.pending = [];
     try {
       const result = await this.db.executeQuery<Suppression & { lookup: number }>(
-        CompiledQuery.raw(
-          LOOKUP_SQL,
-          [batch.map((l) => l.projectId), batch.map((l) => l.address), batch.map((l) => l.now)],
-        ),
+        takesArrayParameters(this.db)
+          ? CompiledQuery.raw(LOOKUP_SQL, [batch.map((l) => l.projectId), batch.map((l) => l.address), batch.map((l) => l.now)])
+          : CompiledQuery.raw(LOOKUP_JSON_SQL, [JSON.stringify(batch.map((l) => [l.projectId, l.address, l.now]))]),
       );
       const found = new Map<number, Suppression>();
       for (const { lookup, ...row } of result.rows) if (!found.has(Number(lookup))) found.set(Number(lookup), row);
@@ -83,6 +84,12 @@ const LOOKUP_SQL = preparedOnServer(`SELECT s.id, s.project_id, s.address, s.sta
   s.soft_failures, s.created_at, s.updated_at, q.lookup FROM unnest($1::bigint[], $2::text[], $3::bigint[]) WITH ORDINALITY AS q(project_id, address, now, lookup)
 JOIN suppressions s ON s.project_id = q.project_id AND s.address = q.address
 WHERE s.status = 'rejected' OR (s.status = 'warning' AND s.blocked_until > q.now)`);
+
+// json_each numbers the array from 0 (its key); the lookups are numbered from 1, as WITH ORDINALITY does.
+const LOOKUP_JSON_SQL = `SELECT s.id, s.project_id, s.address, s.status, s.suppression_state, s.blocked_until, s.message,
+  s.soft_failures, s.created_at, s.updated_at, q.key + 1 AS lookup FROM json_each(?) AS q
+JOIN suppressions s ON s.project_id = q.value ->> 0 AND s.address = q.value ->> 1
+WHERE s.status = 'rejected' OR (s.status = 'warning' AND s.blocked_until > q.value ->> 2)`;
 
 const lookups = new WeakMap<object, SuppressionLookups>();
 

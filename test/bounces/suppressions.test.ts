@@ -114,6 +114,44 @@ describe('suppression list', () => {
     assert.equal(await active('soft2@example.com'), undefined);
   });
 
+  it('answers the lookups of one turn together exactly as it answers each alone', async () => {
+    const store = t.app.services.store;
+    const second = await t.seed('batched');
+    const now = clock.now();
+    const entry = (projectId: number, address: string, status: string, blockedUntil: number | null) => ({
+      project_id: projectId, address, status, suppression_state: status === 'rejected' ? 'hard_bounce' : 'soft_bounce',
+      blocked_until: blockedUntil, message: `${status} ${address}`, soft_failures: 0, created_at: now, updated_at: now,
+    });
+    await store.write((trx) =>
+      trx.insertInto('suppressions').values([
+        entry(seed.projectId, 'b-rejected@example.com', 'rejected', null),
+        entry(seed.projectId, 'b-warned@example.com', 'warning', now + 60_000),
+        entry(seed.projectId, 'b-expired@example.com', 'warning', now - 1),
+        entry(second.projectId, 'b-other@example.com', 'rejected', null),
+        // "it's" and a quote: the lookups travel as JSON on SQLite.
+        entry(second.projectId, `b-"it's"@example.com`, 'rejected', null),
+      ]).execute(),
+    );
+    const asks: Array<[number, string, number]> = [];
+    for (const projectId of [seed.projectId, second.projectId]) {
+      for (const address of ['b-rejected@example.com', 'b-warned@EXAMPLE.com', 'b-expired@example.com', 'b-other@example.com', `b-"it's"@example.com`, 'b-none@example.com']) {
+        for (const at of [now, now + 120_000]) asks.push([projectId, address, at]);
+      }
+    }
+    asks.push(asks[0], asks[3]);
+    // Outside a transaction, in one turn: batched. Inside one: each alone (the reference).
+    const together = await Promise.all(asks.map(([p, a, at]) => findActiveSuppression(store.db, p, a, at)));
+    const alone = await store.write(async (trx) => {
+      const out = [];
+      for (const [p, a, at] of asks) out.push(await findActiveSuppression(trx, p, a, at));
+      return out;
+    });
+    assert.deepEqual(together, alone);
+    const found = together.map((row) => row?.address ?? null);
+    assert.deepEqual(found.slice(0, 12), ['b-rejected@example.com', 'b-rejected@example.com', 'b-warned@example.com', null, null, null, null, null, null, null, null, null]);
+    assert.deepEqual(found.slice(12, 24), [null, null, null, null, null, null, 'b-other@example.com', 'b-other@example.com', `b-"it's"@example.com`, `b-"it's"@example.com`, null, null]);
+  });
+
   it('refuses bad arguments with clear errors', async () => {
     const cases: Array<[string, unknown, number, RegExp]> = [
       ['add_to_suppression_list', {}, 400, /address/],
