@@ -40,3 +40,17 @@ export class CompiledStatement<Name extends string, Row = unknown> {
     ) as CompiledQuery<Row>;
   }
 }
+
+/**
+ * The ids with the last one repeated up to the next power of two: `IN (...)` lists of a few sizes
+ * only, so neither SQLite's statement cache (dialects/sqlite.ts, keyed by SQL text) nor the
+ * server's prepared statements are churned by one text per batch size. Repeats match the same
+ * rows; they change nothing.
+ */
+export function padToPowerOfTwo(ids: readonly number[]): number[] {
+  let size = 1;
+  while (size < ids.length) size *= 2;
+  const padded = ids.slice();
+  while (padded.length < size) padded.push(ids[ids.length - 1]);
+  return padded;
+}

@@ -14,7 +14,7 @@ import { CompiledQuery, sql } from 'kysely';
 import type { Transmission } from './schema.ts';
 import { preparedOnServer, skippingLocked, takesArrayParameters } from './dialect.ts';
 import { CompiledInsert } from './compiled-insert.ts';
-import { CompiledStatement } from './compiled-statement.ts';
+import { CompiledStatement, padToPowerOfTwo } from './compiled-statement.ts';
 import type { Tx } from './store.ts';
 
 /** The columns a claim returns (its RETURNING list). */
@@ -268,14 +268,10 @@ export function powerOfTwoChunks<T>(rows: readonly T[], max: number): T[][] {
  */
 export async function renewLeases(trx: Tx, worker: string, ids: readonly number[], now: number, leaseMs: number): Promise<number> {
   if (ids.length === 0) return 0;
-  let size = 1;
-  while (size < ids.length) size *= 2;
-  const padded = [...ids];
-  while (padded.length < size) padded.push(ids[ids.length - 1]);
   const result = await trx
     .updateTable('transmissions')
     .set({ locked_until: now + leaseMs, next_attempt_at: now + leaseMs })
-    .where('id', 'in', padded)
+    .where('id', 'in', padToPowerOfTwo(ids))
     .where('locked_by', '=', worker)
     .executeTakeFirst();
   return Number(result.numUpdatedRows);

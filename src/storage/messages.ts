@@ -7,7 +7,7 @@
 // an event-loop turn (a data-modifying CTE, atomic without BEGIN/COMMIT:
 // dialects/postgres-acceptance.ts), on SQLite one unit of the store's group commit.
 import { CompiledInsert } from './compiled-insert.ts';
-import { CompiledStatement } from './compiled-statement.ts';
+import { CompiledStatement, padToPowerOfTwo } from './compiled-statement.ts';
 import { isUniqueViolationError, preparedOnServer } from './dialect.ts';
 import type { Duplicate } from './duplicates.ts';
 import type { MessageRow } from './schema.ts';
@@ -131,17 +131,3 @@ const messagesForDelivery = (count: number) =>
       ])
       .where('messages.id', 'in', Array.from({ length: count }, (_, i) => value(`id${i}`))),
   );
-
-/**
- * The ids with the last one repeated up to the next power of two: `IN (...)` lists of a few sizes
- * only, so neither SQLite's statement cache (dialects/sqlite.ts, keyed by SQL text) nor the
- * server's prepared statements are churned by one text per batch size. Repeats match the same
- * rows; they change nothing.
- */
-function padToPowerOfTwo(ids: readonly number[]): number[] {
-  let size = 1;
-  while (size < ids.length) size *= 2;
-  const padded = ids.slice();
-  while (padded.length < size) padded.push(ids[ids.length - 1]);
-  return padded;
-}
