@@ -43,6 +43,18 @@ export interface StoreDialect {
 export type ColumnBuilder = (col: ColumnDefinitionBuilder) => ColumnDefinitionBuilder;
 
 /**
+ * A write transaction could not begin because another connection holds the database's write lock
+ * (SQLite: another process writing the same file). Nothing has run: the store tries the group again
+ * from the event loop (store.ts flush) instead of sleeping in SQLite's busy handler.
+ */
+export class WriteLockBusyError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'WriteLockBusyError';
+  }
+}
+
+/**
  * Whether an error is a unique-constraint violation, on either database (PostgreSQL 23505, SQLite
  * SQLITE_CONSTRAINT_UNIQUE / _PRIMARYKEY). For storage's own inserts that report a duplicate as a
  * value; callers outside storage/ never ask.

@@ -10,11 +10,11 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import { StoreUnavailableError } from '../domain/errors.ts';
-import type { StoreDialect } from './dialect.ts';
+import { WriteLockBusyError, type StoreDialect } from './dialect.ts';
 import { deferEvents, insertDeferredEvents } from './events.ts';
 import { migrateToLatest } from './migrate.ts';
 import type { Database, Tx } from './schema.ts';
-import { openSqlite, sqliteFileFrom } from './dialects/sqlite.ts';
+import { BUSY_TIMEOUT_MS, openSqlite, sqliteFileFrom } from './dialects/sqlite.ts';
 
 export type { Tx } from './schema.ts';
 
@@ -34,6 +34,9 @@ export class Store {
   private readonly wakes = new EventEmitter();
   private pending: Unit[] = [];
   private flushing = false;
+  /** Since when, and how many times, the group at the front of pending found the write lock held. */
+  private lockedSince: number | null = null;
+  private lockedTries = 0;
   private readonly inflight = new Set<Promise<unknown>>();
   private closed = false;
 
@@ -117,6 +120,7 @@ export class Store {
     const group = this.pending.splice(0, MAX_GROUP);
     const settled: Array<() => void> = [];
     let committed = false;
+    let locked = false;
     try {
       await this.db.transaction().execute(async (trx) => {
         for (const unit of group) {
@@ -137,11 +141,28 @@ export class Store {
       });
       committed = true;
     } catch (error) {
-      for (const unit of group) unit.reject(error);
+      if (error instanceof WriteLockBusyError && this.waitForWriteLock()) {
+        // Nothing ran: the group goes back to the front, and grows with what arrives meanwhile.
+        locked = true;
+        this.pending = group.concat(this.pending);
+      } else {
+        const cause = error instanceof WriteLockBusyError ? new StoreUnavailableError(error.message, { cause: error }) : error;
+        for (const unit of group) unit.reject(cause);
+      }
     } finally {
       this.flushing = false;
-      if (this.pending.length > 0) setImmediate(() => void this.flush());
+      if (locked) {
+        // Another connection (serve's other process) holds the write lock for the length of its
+        // transaction, well under a millisecond as a rule: one more try at the next turn, then one
+        // per millisecond. SQLite's own busy handler would sleep 1, 2, 5, 10... ms with the whole
+        // event loop stopped (docs/decisions/0003-performance.md, "Two writers on one file").
+        if (this.lockedTries === 1) setImmediate(() => void this.flush());
+        else setTimeout(() => void this.flush(), 1);
+      } else if (this.pending.length > 0) setImmediate(() => void this.flush());
     }
+    if (locked) return;
+    this.lockedSince = null;
+    this.lockedTries = 0;
     if (!committed) return;
     // Nobody is answered before the group is on disk. Where the dialect syncs off the event loop,
     // the next group's transaction runs while this fsync is in flight (docs/decisions/0003).
@@ -158,6 +179,17 @@ export class Store {
       }
     }
     for (const settle of settled) settle();
+  }
+
+  /**
+   * Whether a group that found the write lock held should wait for it: yes until it has waited as
+   * long as SQLite's busy handler would have (BUSY_TIMEOUT_MS); then it fails as unavailable.
+   */
+  private waitForWriteLock(): boolean {
+    const now = performance.now();
+    this.lockedSince ??= now;
+    this.lockedTries++;
+    return now - this.lockedSince < BUSY_TIMEOUT_MS;
   }
 
   /** Tells workers (in this process, and in others where the dialect can) that work is due. */
@@ -181,7 +213,8 @@ export class Store {
     this.closed = true;
     while (this.flushing || this.pending.length > 0) {
       if (!this.flushing) await this.flush();
-      else await new Promise((r) => setImmediate(r));
+      // A group waiting for the write lock is tried again by its own timer.
+      if (this.flushing || this.pending.length > 0) await new Promise((r) => setTimeout(r, 1));
     }
     await Promise.allSettled([...this.inflight]);
     await this.dialect.close();

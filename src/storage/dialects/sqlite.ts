@@ -14,9 +14,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import SqliteDatabase from 'better-sqlite3';
-import { Kysely, SqliteDialect, SqliteQueryCompiler, type LimitNode, type QueryCompiler } from 'kysely';
+import { CompiledQuery, Kysely, SqliteDialect, SqliteQueryCompiler, type DatabaseConnection, type Driver, type LimitNode, type QueryCompiler } from 'kysely';
 import { StoreUnavailableError } from '../../domain/errors.ts';
-import type { StoreDialect } from '../dialect.ts';
+import { WriteLockBusyError, type StoreDialect } from '../dialect.ts';
 import type { Database } from '../schema.ts';
 import { makePrivateDatabaseFiles } from '../private-files.ts';
 import { START_AFTER_WAL_BYTES, startCheckpointer, type Checkpointer } from './sqlite-checkpointer.ts';
@@ -27,7 +27,7 @@ export function openSqlite(file: string): StoreDialect {
   const sqlite = new SqliteDatabase(file);
   const wal = String(sqlite.pragma('journal_mode = WAL', { simple: true })).toLowerCase() === 'wal' && file !== ':memory:';
   sqlite.pragma(wal ? 'synchronous = NORMAL' : 'synchronous = FULL');
-  sqlite.pragma('busy_timeout = 10000');
+  sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   sqlite.pragma('foreign_keys = ON');
   // Keep the WAL from growing without bound under sustained load. Most of each checkpoint's work is
   // done beforehand by a thread of its own (sqlite-checkpointer.ts), started in syncCommitted.
@@ -77,17 +77,43 @@ export function openSqlite(file: string): StoreDialect {
 const fdatasync = promisify(fs.fdatasync);
 
 /**
- * Kysely's SQLite dialect with one change to the SQL it writes: a bound LIMIT is written
- * `limit cast(? as integer)`. SQLite marks a statement whose LIMIT is a bare parameter to be
- * prepared again whenever that parameter is bound (measured on this build, 3.53: ~4 µs more per
- * execution of a one-row lookup, more for the delivery claim), so a cached statement with
- * `limit ?` was compiled anew on every run. The cast keeps the value a parameter and the plan.
+ * Kysely's SQLite dialect with two changes:
+ *
+ * - A bound LIMIT is written `limit cast(? as integer)`. SQLite marks a statement whose LIMIT is a
+ *   bare parameter to be prepared again whenever that parameter is bound (measured on this build,
+ *   3.53: ~4 µs more per execution of a one-row lookup, more for the delivery claim), so a cached
+ *   statement with `limit ?` was compiled anew on every run. The cast keeps the value a parameter
+ *   and the plan.
+ * - A transaction begins with BEGIN IMMEDIATE (BEGIN_WRITE), taking the write lock at once. Every
+ *   transaction here is the store's group of writes (store.ts; Kysely's migrator runs none on
+ *   SQLite). With a plain BEGIN the transaction starts as a reader, and a unit that reads before it
+ *   writes (a duplicate check, a re-read) fails with SQLITE_BUSY at its first write whenever another
+ *   process (serve's API and delivery processes share the file) committed in between: SQLite
+ *   cannot move a reader's snapshot, and calls no busy handler for it.
  */
 class PosthornSqliteDialect extends SqliteDialect {
   override createQueryCompiler(): QueryCompiler {
     return new CastLimitCompiler();
   }
+
+  override createDriver(): Driver {
+    const driver = super.createDriver();
+    driver.beginTransaction = async (connection: DatabaseConnection) => {
+      await connection.executeQuery(CompiledQuery.raw(BEGIN_WRITE));
+    };
+    return driver;
+  }
 }
+
+/** How every transaction begins (PosthornSqliteDialect); run without waiting (guardStatement). */
+const BEGIN_WRITE = 'begin immediate';
+
+/**
+ * How long a statement other than BEGIN_WRITE waits for a lock inside SQLite (its busy handler,
+ * which sleeps and so stops the event loop). The store's own wait for the write lock is on the
+ * event loop, bounded by the same time (store.ts).
+ */
+export const BUSY_TIMEOUT_MS = 10_000;
 
 class CastLimitCompiler extends SqliteQueryCompiler {
   protected override visitLimit(node: LimitNode): void {
@@ -149,6 +175,9 @@ type GuardedStatement = Pick<SqliteDatabase.Statement, 'reader' | 'all' | 'run' 
 function guardStatement(sqlite: SqliteDatabase.Database, statement: SqliteDatabase.Statement, sql: string, file: string): GuardedStatement {
   const endsTransaction = /^\s*(rollback|release)\b/i.test(sql);
   const beginsTransaction = /^\s*begin\b/i.test(sql);
+  // BEGIN_WRITE does not wait in SQLite's busy handler: with the write lock held elsewhere it
+  // fails at once with WriteLockBusyError, and the store tries again from the event loop.
+  const lockWait = sql === BEGIN_WRITE ? { off: sqlite.prepare('pragma busy_timeout = 0'), on: sqlite.prepare(`pragma busy_timeout = ${BUSY_TIMEOUT_MS}`) } : null;
   const guard = <T>(run: () => T): T => {
     try {
       return run();
@@ -181,7 +210,16 @@ function guardStatement(sqlite: SqliteDatabase.Database, statement: SqliteDataba
     run: ((...params: unknown[]) => {
       if (endsTransaction && !sqlite.inTransaction) return { changes: 0, lastInsertRowid: 0 };
       if (beginsTransaction && diskFull.has(sqlite)) shrinkWal(sqlite);
-      return guard(() => statement.run(...params));
+      if (lockWait === null) return guard(() => statement.run(...params));
+      lockWait.off.get();
+      try {
+        return guard(() => statement.run(...params));
+      } catch (error) {
+        if ((error as { code?: unknown }).code === 'SQLITE_BUSY') throw new WriteLockBusyError(`database is locked by another connection: ${file}`, { cause: error });
+        throw error;
+      } finally {
+        lockWait.on.get();
+      }
     }) as SqliteDatabase.Statement['run'],
     iterate: ((...params: unknown[]) => {
       const rows = guard(() => statement.iterate(...params)) as IterableIterator<unknown[]>;
