@@ -41,6 +41,8 @@ export interface Config {
   role: 'all' | 'api' | 'worker';
   /** serve --role all: how many processes (1 = everything in one); null = by the database (docs/operations.md) */
   processes: number | null;
+  /** serve --role all or api: how many API processes share --port; null = by the database and the cores (docs/operations.md) */
+  apiProcesses: number | null;
   logLevel: string;
   secretKey: string | null;
   maxBodyBytes: number;
@@ -116,6 +118,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'publicUrl', flag: 'public-url', env: 'POSTHORN_PUBLIC_URL', kind: 'string', doc: 'Public base URL of this service (message urls, tracking links). Default http(s)://host:port.', check: checkHttpUrl },
   { key: 'role', flag: 'role', env: 'POSTHORN_ROLE', kind: 'string', doc: 'all | api | worker: which parts this process runs (default all).', check: (v: string) => (ROLES.includes(v) ? null : `must be one of ${ROLES.join(', ')}, got "${v}"`) },
   { key: 'processes', flag: 'processes', env: 'POSTHORN_PROCESSES', kind: 'int', doc: 'serve --role all: 1 runs everything in one process; 2 starts and supervises an API process and a delivery process on the same database (default: 2 on SQLite with 2 or more cores, else 1).', min: 1, max: 2 },
+  { key: 'apiProcesses', flag: 'api-processes', env: 'POSTHORN_API_PROCESSES', kind: 'int', doc: 'serve --role all or api: how many API processes share --port, started and supervised by serve (connections handed out in turn). Default on SQLite: one per core, less one for the delivery process with --role all (so 1 on 2 cores); on PostgreSQL 1 (run more behind a load balancer, or set it).', min: 1, max: 64 },
   { key: 'logLevel', flag: 'log-level', env: 'LOG_LEVEL', kind: 'string', doc: 'pino log level (default info).', check: (v: string) => (LOG_LEVELS.includes(v) ? null : `must be one of ${LOG_LEVELS.join(', ')}, got "${v}"`) },
   { key: 'secretKey', flag: 'secret-key', env: 'POSTHORN_SECRET_KEY', kind: 'string', doc: 'Key that encrypts stored secrets (mailbox passwords, DKIM keys). Default: a key generated into <data>/secret.key. Set it for multi-host deployments.' },
   { key: 'maxBodyBytes', flag: 'max-body-bytes', env: 'POSTHORN_MAX_BODY_BYTES', kind: 'int', doc: 'Largest accepted request body (default 20971520 = 20 MiB); larger gets 413 payload_too_large.', min: 1 },
@@ -239,6 +242,7 @@ const DEFAULTS = {
   tlsKey: null,
   role: 'all',
   processes: null,
+  apiProcesses: null,
   logLevel: 'info',
   secretKey: null,
   maxBodyBytes: 20 * 1024 * 1024,

@@ -1,15 +1,18 @@
 // serve and migrate: running the service, and bringing its database up to date.
 import { WAKE_CHANNELS, type WakeChannel } from '../domain/wake-channels.ts';
 import { quietLogger } from './output.ts';
+import type { Services } from '../services.ts';
+import type { SupervisorMessage } from './supervisor.ts';
 import type { CliCommand, CommandInput } from './types.ts';
 
 type Command = (input: CommandInput) => Promise<number>;
 
 const serve: Command = async ({ config }) => {
-  const { chooseProcessCount, superviseServe, SUPERVISED_ENV } = await import('./supervisor.ts');
-  if (chooseProcessCount(config) > 1) {
+  const { planProcesses, superviseServe, API_SIBLINGS_ENV, SUPERVISED_ENV } = await import('./supervisor.ts');
+  const plan = planProcesses(config);
+  if (plan) {
     const { createLogger } = await import('../log.ts');
-    return superviseServe(config, createLogger(config.logLevel));
+    return superviseServe(config, plan, createLogger(config.logLevel));
   }
   const supervised = process.env[SUPERVISED_ENV] === '1' && typeof process.send === 'function';
   let stopping = false;
@@ -36,8 +39,9 @@ const serve: Command = async ({ config }) => {
   const background = app.background.map((b) => b.name);
   if (supervised) {
     relayWakes(app.services.store);
+    if (process.env[API_SIBLINGS_ENV] === '1') await gatherSiblingMetrics(app.services);
     process.send!({ type: 'ready', role: config.role, url: app.url, background });
-    log.info({ url: app.url, role: config.role, background, pid: process.pid }, 'posthorn process is running');
+    log.info({ url: app.url, role: config.role, background }, 'posthorn process is running');
   } else {
     log.info({ url: app.url, role: config.role, background }, 'posthorn is running');
   }
@@ -88,6 +92,36 @@ function relayWakes(store: WakeBus): void {
       store.wake(message.channel);
     } finally {
       relaying = false;
+    }
+  });
+}
+
+/**
+ * /metrics of an API process with siblings (serve --api-processes): its own metrics and theirs,
+ * gathered through the supervisor, aggregated as one service's (observability/metrics.ts). It
+ * answers the supervisor's requests for its own.
+ */
+async function gatherSiblingMetrics(services: Services): Promise<void> {
+  const { metricsOf } = await import('../observability/metrics.ts');
+  const metrics = metricsOf(services);
+  const waiting = new Map<number, (parts: unknown[][]) => void>();
+  let sequence = 0;
+  metrics.gatherSiblings = () =>
+    new Promise((resolve) => {
+      const id = ++sequence;
+      if (!process.connected) return resolve([]);
+      waiting.set(id, resolve);
+      process.send!({ type: 'metrics-request', id } satisfies SupervisorMessage, () => {});
+    });
+  process.on('message', (raw) => {
+    const message = raw as SupervisorMessage;
+    if (message?.type === 'metrics-collect') {
+      void metrics.registry.getMetricsAsJSON().then((own) => {
+        if (process.connected) process.send!({ type: 'metrics-part', id: message.id, metrics: own } satisfies SupervisorMessage, () => {});
+      });
+    } else if (message?.type === 'metrics-parts') {
+      waiting.get(message.id)?.(message.parts);
+      waiting.delete(message.id);
     }
   });
 }

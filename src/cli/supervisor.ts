@@ -1,14 +1,19 @@
 // serve on more than one core (docs/operations.md, "Processes"): the command's own process becomes
-// a supervisor that forks an API process (--role api) and a delivery process (--role worker) on
-// the same database, restarts one that dies, forwards SIGTERM/SIGINT for a graceful stop, and
-// relays wake-ups between them (SQLite has no LISTEN/NOTIFY: without the relay the delivery
-// process would find new mail only at its next poll).
+// a supervisor that forks the API processes (--role api) and a delivery process (--role worker) on
+// the same database, restarts one that dies, forwards SIGTERM/SIGINT for a graceful stop, relays
+// wake-ups between them (SQLite has no LISTEN/NOTIFY: without the relay the delivery process would
+// find new mail only at its next poll), and gathers the API processes' metrics for /metrics.
+//
+// Several API processes share --port as Node's cluster shares it: this process holds the listening
+// socket and hands each new connection to the next API process in turn (round robin; the kernel's
+// own spreading leaves most connections with one process).
 //
 // Invariants: a child never outlives the supervisor (each child exits at once when its IPC channel
 // closes, which happens however the supervisor ends, kill -9 included); a child that fails before
 // it is ready ends the command with its exit code (a port in use, a bad database), so start-up
 // errors are as visible as with one process.
 import { fork, type ChildProcess } from 'node:child_process';
+import cluster from 'node:cluster';
 import os from 'node:os';
 import type { Config } from '../config.ts';
 import type { WakeChannel } from '../domain/wake-channels.ts';
@@ -19,10 +24,19 @@ export type ChildRole = 'api' | 'worker';
 /** What a supervised child tells the supervisor, and what the supervisor relays. */
 export type SupervisorMessage =
   | { type: 'ready'; role: ChildRole; url: string | null; background: string[] }
-  | { type: 'wake'; channel: WakeChannel };
+  | { type: 'wake'; channel: WakeChannel }
+  // /metrics of one API process: the others' metrics (prom-client's getMetricsAsJSON), gathered here.
+  | { type: 'metrics-request'; id: number }
+  | { type: 'metrics-collect'; id: number }
+  | { type: 'metrics-part'; id: number; metrics: unknown[] }
+  | { type: 'metrics-parts'; id: number; parts: unknown[][] };
 
 /** The environment variable a supervised child is started with. */
 export const SUPERVISED_ENV = 'POSTHORN_SUPERVISED';
+/** Set for an API process that has sibling API processes: its /metrics gathers theirs too. */
+export const API_SIBLINGS_ENV = 'POSTHORN_API_SIBLINGS';
+/** How long /metrics waits for the other API processes' parts (one restarting does not answer). */
+export const METRICS_GATHER_MS = 2000;
 
 /**
  * Node's options for a child: the supervisor's own, and V8's young generation capped at 8 MiB
@@ -37,12 +51,26 @@ export function childExecArgv(): string[] {
 }
 const CHILD_SEMI_SPACE_MIB = 8;
 
-/** How many processes `serve` runs: the option, else 2 for --role all on SQLite with 2+ cores. */
-export function chooseProcessCount(config: Readonly<Config>): number {
-  if (config.role !== 'all') return 1;
-  if (config.processes !== null) return config.processes;
+/**
+ * The processes `serve` starts and supervises, or null to run in this one process:
+ *
+ * - --role all: split on SQLite with 2 or more cores (--processes 2 elsewhere, --processes 1 never)
+ *   into a delivery process and the API processes: --api-processes, by default one per core less
+ *   the delivery process's on SQLite, one on PostgreSQL;
+ * - --role api: --api-processes, by default one per core on SQLite, one on PostgreSQL;
+ * - --role worker: one process (more add nothing on one SQLite file; on PostgreSQL run several).
+ */
+export function planProcesses(config: Readonly<Config>): { api: number; worker: boolean } | null {
   const postgres = config.databaseUrl !== null && /^postgres(ql)?:\/\//i.test(config.databaseUrl);
-  return !postgres && os.availableParallelism() >= 2 ? 2 : 1;
+  const cores = os.availableParallelism();
+  if (config.role === 'api') {
+    const api = config.apiProcesses ?? (postgres ? 1 : cores);
+    return api > 1 ? { api, worker: false } : null;
+  }
+  if (config.role !== 'all' || config.processes === 1) return null;
+  const split = config.processes === 2 || (config.apiProcesses ?? 1) > 1 || (!postgres && cores >= 2);
+  if (!split) return null;
+  return { api: config.apiProcesses ?? (postgres ? 1 : Math.max(1, cores - 1)), worker: true };
 }
 
 const RESTART_FIRST_MS = 500;
@@ -58,11 +86,14 @@ interface Slot {
   restartDelayMs: number;
 }
 
-export async function superviseServe(config: Readonly<Config>, log: Logger): Promise<number> {
-  // The supervisor loads none of the service (it stays a few tens of MiB). The API process
-  // starts first and applies the migrations (and is the first to log its url); the delivery
-  // process starts once it is ready, so two processes never race to migrate one database.
-  const slots: Slot[] = (['worker', 'api'] as const).map((role) => ({ role, child: null, ready: false, startedAt: 0, restartDelayMs: RESTART_FIRST_MS }));
+export async function superviseServe(config: Readonly<Config>, plan: { api: number; worker: boolean }, log: Logger): Promise<number> {
+  // The supervisor loads none of the service (it stays a few tens of MiB). The first API process
+  // starts first and applies the migrations (and is the first to log its url); the others start
+  // once it is ready, so two processes never race to migrate one database.
+  const roles: ChildRole[] = [...(plan.worker ? (['worker'] as const) : []), ...Array.from({ length: plan.api }, () => 'api' as const)];
+  const slots: Slot[] = roles.map((role) => ({ role, child: null, ready: false, startedAt: 0, restartDelayMs: RESTART_FIRST_MS }));
+  const firstApi = slots.find((s) => s.role === 'api')!;
+  const shareApiPort = plan.api > 1;
   let stopping = false;
   let announced = false;
   let settle!: (code: number) => void;
@@ -74,16 +105,32 @@ export async function superviseServe(config: Readonly<Config>, log: Logger): Pro
   const childArgs = (role: ChildRole) => [
     ...process.argv.slice(2),
     // Appended: the last value of an option wins (config.ts).
-    '--role', role, '--processes', '1',
+    '--role', role, '--processes', '1', '--api-processes', '1',
     // The worker's operations listener on a free port: /healthz, /readyz and /metrics of the
     // service as a whole are on the API port, as with one process.
     ...(role === 'worker' ? ['--ops-port', '0'] : []),
   ];
+  if (shareApiPort) {
+    cluster.schedulingPolicy = cluster.SCHED_RR;
+    cluster.setupPrimary({ exec: process.argv[1], args: childArgs('api'), execArgv: childExecArgv() });
+  }
 
   const liveChildren = () => slots.flatMap((s) => (s.child ? [s.child] : []));
+  const liveApis = () => slots.flatMap((s) => (s.role === 'api' && s.child?.connected ? [s.child] : []));
+  /** /metrics requests being gathered, by the supervisor's own id (two children may use the same one). */
+  const gathers = new Map<number, { requester: ChildProcess; requestId: number; parts: unknown[][]; waiting: number; timer: NodeJS.Timeout }>();
+  let gatherSequence = 0;
+  const sendParts = (id: number) => {
+    const gather = gathers.get(id);
+    if (!gather) return;
+    gathers.delete(id);
+    clearTimeout(gather.timer);
+    if (gather.requester.connected) gather.requester.send({ type: 'metrics-parts', id: gather.requestId, parts: gather.parts } satisfies SupervisorMessage, () => {});
+  };
 
   const start = (slot: Slot) => {
-    const child = fork(process.argv[1], childArgs(slot.role), { env: { ...process.env, [SUPERVISED_ENV]: '1' }, execArgv: childExecArgv() });
+    const env = { ...process.env, [SUPERVISED_ENV]: '1', ...(shareApiPort && slot.role === 'api' ? { [API_SIBLINGS_ENV]: '1' } : {}) };
+    const child = shareApiPort && slot.role === 'api' ? cluster.fork(env).process : fork(process.argv[1], childArgs(slot.role), { env, execArgv: childExecArgv() });
     slot.child = child;
     slot.ready = false;
     slot.startedAt = Date.now();
@@ -91,13 +138,12 @@ export async function superviseServe(config: Readonly<Config>, log: Logger): Pro
       const message = raw as SupervisorMessage;
       if (message?.type === 'ready') {
         slot.ready = true;
-        if (message.role === 'api') apiUrl = message.url;
+        if (slot === firstApi) apiUrl = message.url;
         if (message.role === 'worker') workerBackground = message.background;
-        const worker = slots.find((s) => s.role === 'worker')!;
-        if (message.role === 'api' && !worker.child && !announced && !stopping) start(worker);
+        if (slot === firstApi && !announced && !stopping) for (const other of slots) if (!other.child) start(other);
         if (!announced && slots.every((s) => s.ready)) {
           announced = true;
-          log.info({ url: apiUrl, role: 'all', background: workerBackground, processes: slots.map((s) => ({ role: s.role, pid: s.child?.pid })) }, 'posthorn is running');
+          log.info({ url: apiUrl, role: config.role, background: workerBackground, processes: slots.map((s) => ({ role: s.role, pid: s.child?.pid })) }, 'posthorn is running');
         } else if (announced) {
           log.info({ role: slot.role, pid: child.pid }, 'posthorn process restarted');
         }
@@ -106,6 +152,17 @@ export async function superviseServe(config: Readonly<Config>, log: Logger): Pro
         // claims on start, so the wake is not needed there; the callback keeps the error off the
         // child's 'error' event.
         for (const other of liveChildren()) if (other !== child && other.connected) other.send(message, () => {});
+      } else if (message?.type === 'metrics-request') {
+        const id = ++gatherSequence;
+        const others = liveApis().filter((other) => other !== child);
+        gathers.set(id, { requester: child, requestId: message.id, parts: [], waiting: others.length, timer: setTimeout(() => sendParts(id), METRICS_GATHER_MS) });
+        if (others.length === 0) sendParts(id);
+        for (const other of others) other.send({ type: 'metrics-collect', id } satisfies SupervisorMessage, () => {});
+      } else if (message?.type === 'metrics-part') {
+        const gather = gathers.get(message.id);
+        if (!gather) return;
+        gather.parts.push(message.metrics);
+        if (--gather.waiting <= 0) sendParts(message.id);
       }
     });
     // Failing to fork, or a message to a child that just died: its 'exit' (if any) does the rest.
@@ -149,11 +206,12 @@ export async function superviseServe(config: Readonly<Config>, log: Logger): Pro
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  start(slots.find((s) => s.role === 'api')!);
+  start(firstApi);
   try {
     return await finished;
   } finally {
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
+    for (const gather of gathers.values()) clearTimeout(gather.timer);
   }
 }

@@ -20,17 +20,20 @@ interface PoolStats {
 
 export function addDatabaseGauges(registry: client.Registry, services: Services): void {
   const registers = [registry];
+  // The same figures in every process of a service: aggregated over several API processes
+  // (serve --api-processes, metrics.ts render), the figure once, not a sum; up only if all are.
+  const aggregator = 'max' as const;
   let loaded: { at: number; done: Promise<void> } | null = null;
 
-  const transmissions = new client.Gauge({ name: 'posthorn_transmissions', help: 'Live transmissions (the delivery queue) by status: queued, retry; leased: held by a worker now.', labelNames: ['state'] as const, registers });
-  const due = new client.Gauge({ name: 'posthorn_transmissions_due', help: 'Transmissions that may be claimed now.', registers });
-  const oldestDue = new client.Gauge({ name: 'posthorn_transmissions_oldest_due_age_seconds', help: 'How long the longest-waiting due transmission has been due (0 when none is).', registers });
-  const outbound = new client.Gauge({ name: 'posthorn_outbound_requests_pending', help: 'Webhook and postback requests not yet delivered nor given up.', registers });
-  const outboundDue = new client.Gauge({ name: 'posthorn_outbound_requests_due', help: 'Pending webhook and postback requests whose due time has come.', registers });
-  const outboundAge = new client.Gauge({ name: 'posthorn_outbound_requests_oldest_pending_age_seconds', help: 'Age of the oldest pending webhook or postback request (0 when none is).', registers });
-  const mailboxes = new client.Gauge({ name: 'posthorn_mailboxes', help: 'Watched IMAP mailboxes by status (active, auth_failed, error).', labelNames: ['status'] as const, registers });
-  const sessions = new client.Gauge({ name: 'posthorn_mailbox_sessions', help: 'Mailboxes a watcher holds a session on now.', registers });
-  const up = new client.Gauge({ name: 'posthorn_database_up', help: '1 when the last load of the database gauges succeeded, else 0.', registers });
+  const transmissions = new client.Gauge({ name: 'posthorn_transmissions', help: 'Live transmissions (the delivery queue) by status: queued, retry; leased: held by a worker now.', labelNames: ['state'] as const, registers, aggregator });
+  const due = new client.Gauge({ name: 'posthorn_transmissions_due', help: 'Transmissions that may be claimed now.', registers, aggregator });
+  const oldestDue = new client.Gauge({ name: 'posthorn_transmissions_oldest_due_age_seconds', help: 'How long the longest-waiting due transmission has been due (0 when none is).', registers, aggregator });
+  const outbound = new client.Gauge({ name: 'posthorn_outbound_requests_pending', help: 'Webhook and postback requests not yet delivered nor given up.', registers, aggregator });
+  const outboundDue = new client.Gauge({ name: 'posthorn_outbound_requests_due', help: 'Pending webhook and postback requests whose due time has come.', registers, aggregator });
+  const outboundAge = new client.Gauge({ name: 'posthorn_outbound_requests_oldest_pending_age_seconds', help: 'Age of the oldest pending webhook or postback request (0 when none is).', registers, aggregator });
+  const mailboxes = new client.Gauge({ name: 'posthorn_mailboxes', help: 'Watched IMAP mailboxes by status (active, auth_failed, error).', labelNames: ['status'] as const, registers, aggregator });
+  const sessions = new client.Gauge({ name: 'posthorn_mailbox_sessions', help: 'Mailboxes a watcher holds a session on now.', registers, aggregator });
+  const up = new client.Gauge({ name: 'posthorn_database_up', help: '1 when the last load of the database gauges succeeded, else 0.', registers, aggregator: 'min' });
   const pool = new client.Gauge({ name: 'posthorn_db_pool_connections', help: 'Connections of this process\'s database pool by state (total, idle, waiting clients); PostgreSQL only.', labelNames: ['state'] as const, registers });
 
   const load = async (): Promise<void> => {

@@ -157,6 +157,8 @@ export class PosthornMetrics {
     help: 'Event-loop delay over the last scrape interval (monitorEventLoopDelay), by quantile.',
     labelNames: ['quantile'] as const,
     registers: [this.registry],
+    // Over several API processes (serve --api-processes): the slowest one's.
+    aggregator: 'max',
     collect: () => {
       const h = this.loopDelay;
       if (h.count === 0) return;
@@ -166,6 +168,25 @@ export class PosthornMetrics {
       h.reset();
     },
   });
+
+  /**
+   * Where this process is one of several API processes of one service (serve --api-processes,
+   * cli/service.ts): the other processes' metrics (prom-client's getMetricsAsJSON), gathered
+   * through the supervisor for this process's /metrics.
+   */
+  gatherSiblings: (() => Promise<unknown[][]>) | null = null;
+
+  /**
+   * The Prometheus text of /metrics: this process's registry, or, with siblings, theirs and its own
+   * as one service's. Counters and histograms add up; each gauge says how it combines (its
+   * `aggregator`: the database's figures are the same in every process, the event-loop delay is
+   * the worst one's), the rest add up as prom-client's cluster aggregation does.
+   */
+  async render(): Promise<string> {
+    if (!this.gatherSiblings) return this.registry.metrics();
+    const [own, siblings] = await Promise.all([this.registry.getMetricsAsJSON(), this.gatherSiblings()]);
+    return client.AggregatorRegistry.aggregate([own, ...(siblings as Array<typeof own>)]).metrics();
+  }
 
   /** Sources of the open SMTP connection count (one per delivery client of this process). */
   readonly smtpConnectionSources = new Set<() => number>();

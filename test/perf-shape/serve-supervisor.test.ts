@@ -8,6 +8,9 @@
 //     delivery within the bound).
 //   - kill -9 of the supervisor leaves no child behind; SIGTERM stops all three with exit 0.
 //   - --processes 1 runs everything in one process, as before.
+//   - --role api --api-processes 2: two API processes share the one port, connections handed out
+//     in turn (both answer); /metrics from either counts the requests both answered; one killed
+//     is restarted while the other goes on answering.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -138,6 +141,50 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     const { code } = await serve.stop();
     assert.equal(code, 0, serve.tail());
     assert.deepEqual(await waitGone([api, restarted.pid as number], EXIT_LIMIT_MS), []);
+  });
+
+  it('--role api --api-processes 2 shares the port between two API processes, and /metrics counts both', async () => {
+    const serve = startPosthorn('serve', [...supervisedArgs(), '--role', 'api', '--api-processes', '2', '--access-log'], env);
+    const running = await serve.waitForLog((l) => l.msg === 'posthorn is running', 'startup');
+    assert.equal(running.role, 'api');
+    const pids = childPids(running);
+    assert.equal(pids.length, 2, JSON.stringify(running));
+    assert.deepEqual((running.processes as Array<{ role: string }>).map((p) => p.role), ['api', 'api']);
+    const url = running.url as string;
+    // Each request on a connection of its own: the supervisor hands connections out in turn.
+    const SENT = 12;
+    for (let i = 0; i < SENT; i++) {
+      const r = await fetch(`${url}/v.1.0/send_message.json`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', connection: 'close' },
+        body: JSON.stringify({ api_key: projectKey, uid: `shared-port-${i}`, arguments: { recipients: `shared${i}@sink.test`, headers: { from: 'a@posthorn.test', subject: 's' }, content: { 'text/plain': 'x' } } }),
+      });
+      assert.equal(r.status, 200, await r.text());
+    }
+    const answeredBy = new Set(serve.lines.filter((l) => l.event === 'http_request' && l.api_method === 'send_message').map((l) => l.pid));
+    assert.deepEqual([...answeredBy].sort(), [...pids].sort(), 'both API processes answered');
+    // Whichever process answers /metrics, it counts what both answered.
+    const accepted = async () => {
+      const r = await fetch(`${url}/metrics`, { headers: { connection: 'close' } });
+      assert.equal(r.status, 200);
+      const text = await r.text();
+      const line = text.split('\n').find((l) => l.startsWith('posthorn_api_requests_total{method="send_message",status="200"}'));
+      assert.ok(line, text.slice(0, 500));
+      return { count: Number(line.split(' ').pop()), queueLines: text.split('\n').filter((l) => l.startsWith('posthorn_database_up ')) };
+    };
+    for (let i = 0; i < 2; i++) {
+      const { count, queueLines } = await accepted();
+      assert.equal(count, SENT);
+      assert.deepEqual(queueLines, ['posthorn_database_up 1'], 'a figure of the database once, not summed');
+    }
+    process.kill(pids[0], 'SIGKILL');
+    const restarted = await serve.waitForLog((l) => l.msg === 'posthorn process restarted', 'the restart');
+    assert.equal(restarted.role, 'api');
+    const r = await fetch(`${url}/healthz`, { headers: { connection: 'close' } });
+    assert.equal(r.status, 200);
+    const { code } = await serve.stop();
+    assert.equal(code, 0, serve.tail());
+    assert.deepEqual(await waitGone([pids[1], restarted.pid as number], EXIT_LIMIT_MS), []);
   });
 
   it('--processes 1 runs everything in the one process', async () => {

@@ -31,7 +31,7 @@ export function addOperationsRoutes(app: FastifyInstance, services: Services): v
       .send(JSON.stringify({ status: readiness.ready ? 'ready' : 'not ready', checks: readiness.checks }));
   });
   app.get('/metrics', async (_req, reply) => {
-    const text = await metrics.registry.metrics();
+    const text = await metrics.render();
     return reply.header('content-type', metrics.registry.contentType).header('cache-control', 'no-store').send(text);
   });
 }
