@@ -18,7 +18,7 @@ export interface Figure {
   digits?: number;
   /** Postfix's comparable figure in this same bench run, if there is one */
   postfix?: { label: string; value: number | null } | null;
-  /** the target from issue 5, and whether the median meets it */
+  /** the target, and whether the median meets it */
   target?: string;
   met?: boolean | null;
   /** why it was not measured, or what limits it */
@@ -120,7 +120,7 @@ function cells(f: Figure): string[] {
   ];
 }
 
-const HEADER = ['#', 'Figure', 'Median', 'Runs', 'Postfix, same run', 'Ratio', 'Target (issue 5)'];
+const HEADER = ['#', 'Figure', 'Median', 'Runs', 'Postfix, same run', 'Ratio', 'Target'];
 
 export function formatTable(figures: readonly Figure[]): string {
   const rows = [HEADER, ...figures.map(cells)];
