@@ -29,10 +29,12 @@ const serve: Command = async ({ config }) => {
   try {
     app = await startApp(config);
   } catch (error) {
-    // The open IPC channel would keep this process alive after the error is printed: close it
-    // (the supervisor sees the exit before ready and ends the command with this exit code).
+    // The open IPC channel would keep this process alive after the error is printed: it no longer
+    // holds the event loop, and the process ends with the error's exit code (the supervisor sees
+    // the exit before ready and ends the command with it). Not disconnect(): in an API process
+    // that shares the port (node:cluster), a disconnect makes Node's cluster exit with 0.
     stopping = true;
-    if (supervised) process.disconnect?.();
+    if (supervised) process.channel?.unref();
     throw error;
   }
   const log = app.services.log;
@@ -103,6 +105,7 @@ function relayWakes(store: WakeBus): void {
  */
 async function gatherSiblingMetrics(services: Services): Promise<void> {
   const { metricsOf } = await import('../observability/metrics.ts');
+  const { METRICS_GATHER_MS } = await import('./supervisor.ts');
   const metrics = metricsOf(services);
   const waiting = new Map<number, (parts: unknown[][]) => void>();
   let sequence = 0;
@@ -110,8 +113,18 @@ async function gatherSiblingMetrics(services: Services): Promise<void> {
     new Promise((resolve) => {
       const id = ++sequence;
       if (!process.connected) return resolve([]);
-      waiting.set(id, resolve);
-      process.send!({ type: 'metrics-request', id } satisfies SupervisorMessage, () => {});
+      // The supervisor answers within METRICS_GATHER_MS; if it cannot (it is going away), this
+      // process's own metrics are answered alone.
+      const timer = setTimeout(() => settle([]), METRICS_GATHER_MS + 1000);
+      const settle = (parts: unknown[][]) => {
+        clearTimeout(timer);
+        waiting.delete(id);
+        resolve(parts);
+      };
+      waiting.set(id, settle);
+      process.send!({ type: 'metrics-request', id } satisfies SupervisorMessage, (error) => {
+        if (error) settle([]);
+      });
     });
   process.on('message', (raw) => {
     const message = raw as SupervisorMessage;
@@ -121,7 +134,6 @@ async function gatherSiblingMetrics(services: Services): Promise<void> {
       });
     } else if (message?.type === 'metrics-parts') {
       waiting.get(message.id)?.(message.parts);
-      waiting.delete(message.id);
     }
   });
 }

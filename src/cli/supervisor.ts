@@ -116,7 +116,9 @@ export async function superviseServe(config: Readonly<Config>, plan: { api: numb
   }
 
   const liveChildren = () => slots.flatMap((s) => (s.child ? [s.child] : []));
-  const liveApis = () => slots.flatMap((s) => (s.role === 'api' && s.child?.connected ? [s.child] : []));
+  // Only ready ones: a process still starting could not answer, and its share would be 0 anyway.
+  const readyApis = () => slots.flatMap((s) => (s.role === 'api' && s.ready && s.child?.connected ? [s.child] : []));
+  const restartTimers = new Set<NodeJS.Timeout>();
   /** /metrics requests being gathered, by the supervisor's own id (two children may use the same one). */
   const gathers = new Map<number, { requester: ChildProcess; requestId: number; parts: unknown[][]; waiting: number; timer: NodeJS.Timeout }>();
   let gatherSequence = 0;
@@ -130,7 +132,16 @@ export async function superviseServe(config: Readonly<Config>, plan: { api: numb
 
   const start = (slot: Slot) => {
     const env = { ...process.env, [SUPERVISED_ENV]: '1', ...(shareApiPort && slot.role === 'api' ? { [API_SIBLINGS_ENV]: '1' } : {}) };
-    const child = shareApiPort && slot.role === 'api' ? cluster.fork(env).process : fork(process.argv[1], childArgs(slot.role), { env, execArgv: childExecArgv() });
+    let child: ChildProcess;
+    if (shareApiPort && slot.role === 'api') {
+      const worker = cluster.fork(env);
+      // The cluster's Worker re-emits its process's errors (a connection handed to a process that
+      // is going away): without a listener one would end the supervisor. Its 'exit' does the rest.
+      worker.on('error', (error) => log.warn({ role: slot.role, err: error }, 'posthorn process channel error'));
+      child = worker.process;
+    } else {
+      child = fork(process.argv[1], childArgs(slot.role), { env, execArgv: childExecArgv() });
+    }
     slot.child = child;
     slot.ready = false;
     slot.startedAt = Date.now();
@@ -154,7 +165,7 @@ export async function superviseServe(config: Readonly<Config>, plan: { api: numb
         for (const other of liveChildren()) if (other !== child && other.connected) other.send(message, () => {});
       } else if (message?.type === 'metrics-request') {
         const id = ++gatherSequence;
-        const others = liveApis().filter((other) => other !== child);
+        const others = readyApis().filter((other) => other !== child);
         gathers.set(id, { requester: child, requestId: message.id, parts: [], waiting: others.length, timer: setTimeout(() => sendParts(id), METRICS_GATHER_MS) });
         if (others.length === 0) sendParts(id);
         for (const other of others) other.send({ type: 'metrics-collect', id } satisfies SupervisorMessage, () => {});
@@ -187,15 +198,18 @@ export async function superviseServe(config: Readonly<Config>, plan: { api: numb
       log.error({ role: slot.role, code, signal, restartInMs: slot.restartDelayMs }, 'a posthorn process exited; restarting it');
       const delay = slot.restartDelayMs;
       slot.restartDelayMs = Math.min(RESTART_MAX_MS, slot.restartDelayMs * 2);
-      setTimeout(() => {
+      const timer = setTimeout(() => {
+        restartTimers.delete(timer);
         if (!stopping) start(slot);
       }, delay);
+      restartTimers.add(timer);
     });
   };
 
   const stopAll = () => {
     if (stopping) return;
     stopping = true;
+    for (const timer of restartTimers) clearTimeout(timer);
     const live = liveChildren();
     if (live.length === 0) settle(exitCode);
     for (const child of live) child.kill('SIGTERM');

@@ -14,7 +14,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import type net from 'node:net';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -57,7 +57,8 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
   let sinkPort: number;
   const delivered: string[] = [];
   let sink: SMTPServer;
-  const supervisedArgs = () => ['serve', '--port', '0', '--poll-ms', '600000', '--transport-map', `sink.test=127.0.0.1:${sinkPort}`, ...(databaseUrl ? ['--processes', '2'] : [])];
+  // One API process, whatever the cores (the default is one per core less the delivery's: 1 on 2).
+  const supervisedArgs = () => ['serve', '--port', '0', '--poll-ms', '600000', '--transport-map', `sink.test=127.0.0.1:${sinkPort}`, '--api-processes', '1', ...(databaseUrl ? ['--processes', '2'] : [])];
 
   before(async () => {
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-supervisor-'));
@@ -185,6 +186,20 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     const { code } = await serve.stop();
     assert.equal(code, 0, serve.tail());
     assert.deepEqual(await waitGone([pids[1], restarted.pid as number], EXIT_LIMIT_MS), []);
+  });
+
+  it('two API processes on a port in use: the command fails with the child\'s exit code, and leaves no process', async () => {
+    const taken = net.createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as net.AddressInfo).port;
+    try {
+      const serve = startPosthorn('serve', [...supervisedArgs(), '--role', 'api', '--api-processes', '2', '--port', String(port), '--host', '127.0.0.1'], env);
+      const { code } = await Promise.race([serve.exited, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`serve did not exit within ${EXIT_LIMIT_MS} ms\n${serve.tail()}`)), EXIT_LIMIT_MS))]);
+      assert.notEqual(code, 0, serve.tail());
+      assert.match(serve.tail(), /EADDRINUSE|in use/i);
+    } finally {
+      await new Promise<void>((resolve) => taken.close(() => resolve()));
+    }
   });
 
   it('--processes 1 runs everything in the one process', async () => {

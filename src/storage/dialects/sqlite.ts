@@ -215,7 +215,7 @@ function guardStatement(sqlite: SqliteDatabase.Database, statement: SqliteDataba
       try {
         return guard(() => statement.run(...params));
       } catch (error) {
-        if ((error as { code?: unknown }).code === 'SQLITE_BUSY') throw new WriteLockBusyError(`database is locked by another connection: ${file}`, { cause: error });
+        if (String((error as { code?: unknown }).code).startsWith('SQLITE_BUSY')) throw new WriteLockBusyError(`database is locked by another connection: ${file}`, { cause: error });
         throw error;
       } finally {
         lockWait.on.get();
