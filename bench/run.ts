@@ -379,7 +379,9 @@ async function measureEndToEnd(
  */
 async function measureSplitEndToEnd(sink: Sink, postfixRelay: number | null): Promise<void> {
   const instance = await createInstance();
-  await withService(instance, { role: 'api' }, async (api) => {
+  // One API process (--api-processes 1; on SQLite `--role api` alone takes every core): the shape
+  // this figure has always measured, one process per role.
+  await withService(instance, { role: 'api', extraArgs: ['--api-processes', '1'] }, async (api) => {
     await withService(instance, { role: 'worker', sinkPort: sink.port, extraArgs: ['--poll-ms', '20'] }, async (worker) => {
       const runOnce = async (messages: number): Promise<number> => {
         const before = sink.count();
