@@ -55,22 +55,23 @@ const CHILD_SEMI_SPACE_MIB = 8;
  * The processes `serve` starts and supervises, or null to run in this one process:
  *
  * - --role all: split on SQLite with 2 or more cores (--processes 2 elsewhere, --processes 1 never)
- *   into a delivery process and the API processes: --api-processes, by default one per core less
- *   the delivery process's on SQLite, one on PostgreSQL;
- * - --role api: --api-processes, by default one per core on SQLite, one on PostgreSQL;
+ *   into a delivery process and the API processes;
+ * - --role api: the API processes alone, where there are more than one;
  * - --role worker: one process (more add nothing on one SQLite file; on PostgreSQL run several).
+ *
+ * API processes: --api-processes; by default on SQLite one per core less one, which the delivery
+ * process needs (a SQLite file is one machine's: an API-only process has its worker beside it),
+ * so one on 2 cores, where a second API process costs the delivery more than it adds
+ * (docs/decisions/0003-performance.md, "Several API processes on one file"); one on PostgreSQL.
  */
 export function planProcesses(config: Readonly<Config>): { api: number; worker: boolean } | null {
   const postgres = config.databaseUrl !== null && /^postgres(ql)?:\/\//i.test(config.databaseUrl);
   const cores = os.availableParallelism();
-  if (config.role === 'api') {
-    const api = config.apiProcesses ?? (postgres ? 1 : cores);
-    return api > 1 ? { api, worker: false } : null;
-  }
+  const api = config.apiProcesses ?? (postgres ? 1 : Math.max(1, cores - 1));
+  if (config.role === 'api') return api > 1 ? { api, worker: false } : null;
   if (config.role !== 'all' || config.processes === 1) return null;
-  const split = config.processes === 2 || (config.apiProcesses ?? 1) > 1 || (!postgres && cores >= 2);
-  if (!split) return null;
-  return { api: config.apiProcesses ?? (postgres ? 1 : Math.max(1, cores - 1)), worker: true };
+  const split = config.processes === 2 || api > 1 || (!postgres && cores >= 2);
+  return split ? { api, worker: true } : null;
 }
 
 const RESTART_FIRST_MS = 500;

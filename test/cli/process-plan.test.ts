@@ -1,6 +1,7 @@
 // Which processes `serve` starts (cli/supervisor.ts planProcesses; docs/operations.md, "Processes"):
-// on SQLite every core by default (a delivery process and an API process per other core with
-// --role all, an API process per core with --role api); on PostgreSQL one process unless asked.
+// on SQLite every core by default (a delivery process and an API process per other core; with
+// --role api the API processes alone, the worker's core left to it); on PostgreSQL one process
+// unless asked.
 import assert from 'node:assert/strict';
 import os from 'node:os';
 import { describe, it } from 'node:test';
@@ -14,7 +15,7 @@ const cores = os.availableParallelism();
 describe('serve: the processes it starts', () => {
   it('on SQLite by default: every core, one of them for delivery', () => {
     assert.deepEqual(plan(), cores >= 2 ? { api: Math.max(1, cores - 1), worker: true } : null);
-    assert.deepEqual(plan('--role', 'api'), cores >= 2 ? { api: cores, worker: false } : null);
+    assert.deepEqual(plan('--role', 'api'), cores >= 3 ? { api: cores - 1, worker: false } : null);
   });
 
   it('as asked: --api-processes, --processes 1, --processes 2', () => {
@@ -32,5 +33,6 @@ describe('serve: the processes it starts', () => {
     assert.equal(plan(...PG, '--role', 'api'), null);
     assert.deepEqual(plan(...PG, '--processes', '2'), { api: 1, worker: true });
     assert.deepEqual(plan(...PG, '--role', 'api', '--api-processes', '4'), { api: 4, worker: false });
+    assert.deepEqual(plan(...PG, '--api-processes', '2'), { api: 2, worker: true });
   });
 });
