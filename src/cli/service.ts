@@ -27,7 +27,9 @@ const serve: Command = async ({ config }) => {
   const { startApp } = await import('../app.ts');
   let app: Awaited<ReturnType<typeof startApp>>;
   try {
-    app = await startApp(config);
+    // A supervised child names itself in every line it logs: the service's lines come from several.
+    const { createLogger } = await import('../log.ts');
+    app = await startApp(config, supervised ? { log: createLogger(config.logLevel, { pid: true }) } : {});
   } catch (error) {
     // The open IPC channel would keep this process alive after the error is printed: it no longer
     // holds the event loop, and the process ends with the error's exit code (the supervisor sees
