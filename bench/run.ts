@@ -305,6 +305,9 @@ async function measureIngest(
 // ---------------------------------------------------------------------------------------------
 // 4 and 5. End to end
 
+/** End-to-end targets, as multiples of Postfix's relay rate in the same run, by figure. */
+const END_TO_END_FACTORS: Record<string, number> = { '4': 5, '5': 3, '10': 3 };
+
 async function measureEndToEnd(
   id: string,
   label: string,
@@ -350,8 +353,9 @@ async function measureEndToEnd(
     addFigure({
       id, name: `Posthorn end to end, ${label} (${E2E_MESSAGES} msgs, API -> smtp-sink)`, unit: 'msg/s', value, runs: rates,
       postfix: { label: `Postfix relays, ${postfixLabel}`, value: postfixRelay },
-      // Issue 5 sets the end-to-end target for SQLite (4, 4s); the product's for PostgreSQL (5) is 3× Postfix.
-      ...(id === '5' ? { target: '≥ 3× Postfix', met: ratio === null ? null : ratio >= 3 } : { target: '≥ 2,500 msg/s and ≥ 3× Postfix', met: value >= 2500 && (ratio === null || ratio >= 3) }),
+      // The targets (docs/decisions/0003-performance.md): serve's defaults on SQLite (4) 5× Postfix;
+      // PostgreSQL (5) and the busy machine (10) 3×; 4o, one process, is there to compare.
+      ...(END_TO_END_FACTORS[id] === undefined ? {} : { target: `≥ ${END_TO_END_FACTORS[id]}× Postfix`, met: ratio === null ? null : ratio >= END_TO_END_FACTORS[id] }),
       note:
         `${service.processes > 1 ? `${service.processes} processes (supervisor, API, delivery), CPU and waiting summed over them; ` : 'one process; '}` +
         `the service's main thread${service.processes > 1 ? 's were' : ' was'} runnable but waiting for a CPU ${(median(cpuWait) * 100).toFixed(0)}% of the time (median of the runs): other processes on the same cores`,
@@ -402,7 +406,7 @@ async function measureSplitEndToEnd(sink: Sink, postfixRelay: number | null): Pr
       addFigure({
         id: '4s', name: `Posthorn end to end, SQLite, API and worker processes (${E2E_MESSAGES} msgs)`, unit: 'msg/s', value, runs: rates,
         postfix: { label: 'Postfix relays, 2b', value: postfixRelay },
-        target: '≥ 2,500 msg/s and ≥ 3× Postfix', met: value >= 2500 && (ratio === null || ratio >= 3),
+        target: '≥ 3× Postfix', met: ratio === null ? null : ratio >= 3,
       });
     });
   });
@@ -770,16 +774,16 @@ async function main(): Promise<number> {
   if (wanted('4')) {
     await createInstance()
       .then((instance) => measureEndToEnd('4', 'SQLite', sink, instance, postfix?.relay.value ?? null, postfix?.rssMiB ?? null, postfix?.cpu.value ?? null))
-      .catch((e) => failed('4', 'Posthorn end to end, SQLite', 'msg/s', e, '≥ 2,500 msg/s and ≥ 3× Postfix'));
+      .catch((e) => failed('4', 'Posthorn end to end, SQLite', 'msg/s', e, '≥ 5× Postfix'));
   }
   if (wanted('4o')) {
     await createInstance()
       .then((instance) => measureEndToEnd('4o', 'SQLite, one process (--processes 1)', sink, instance, postfix?.relay.value ?? null, null, postfix?.cpu.value ?? null, ['--processes', '1']))
-      .catch((e) => failed('4o', 'Posthorn end to end, SQLite, one process', 'msg/s', e, '≥ 2,500 msg/s and ≥ 3× Postfix'));
+      .catch((e) => failed('4o', 'Posthorn end to end, SQLite, one process', 'msg/s', e));
   }
   if (wanted('4s')) {
     await measureSplitEndToEnd(sink, postfix?.relay.value ?? null).catch((e) =>
-      failed('4s', 'Posthorn end to end, SQLite, API and worker processes', 'msg/s', e, '≥ 2,500 msg/s and ≥ 3× Postfix'),
+      failed('4s', 'Posthorn end to end, SQLite, API and worker processes', 'msg/s', e, '≥ 3× Postfix'),
     );
   }
   if (wanted('3p')) {
