@@ -213,8 +213,9 @@ export class Store {
     this.closed = true;
     while (this.flushing || this.pending.length > 0) {
       if (!this.flushing) await this.flush();
-      // A group waiting for the write lock is tried again by its own timer.
-      if (this.flushing || this.pending.length > 0) await new Promise((r) => setTimeout(r, 1));
+      else await new Promise((r) => setImmediate(r));
+      // A group waiting for the write lock is tried again by its own timer, not in a tight loop.
+      if (this.lockedSince !== null) await new Promise((r) => setTimeout(r, 1));
     }
     await Promise.allSettled([...this.inflight]);
     await this.dialect.close();
