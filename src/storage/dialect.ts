@@ -27,11 +27,13 @@ export interface StoreDialect {
    */
   syncCommitted?(): Promise<void>;
   /**
-   * Inserts a message and its transmissions in ONE statement, atomic without BEGIN/COMMIT, shared
-   * with the other acceptances of the same event-loop turn (PostgreSQL's data-modifying CTE with ON
-   * CONFLICT DO NOTHING on the uid, dialects/postgres-acceptance.ts). Returns the message's id, or
-   * null when its (project_id, uid) is taken and nothing was written for it. Absent where the
-   * store groups writes itself (SQLite: acceptance is one unit of store.write).
+   * Inserts a message and its transmissions atomically, together with the other acceptances of the
+   * same event-loop turn, and durably before it resolves: on PostgreSQL in ONE statement without
+   * BEGIN/COMMIT (a data-modifying CTE with ON CONFLICT DO NOTHING on the uid,
+   * dialects/postgres-acceptance.ts); on a SQLite file by a thread of its own with its own
+   * connection, in group commits off the event loop (dialects/sqlite-acceptance.ts). Returns the
+   * message's id, or null when its (project_id, uid) is taken and nothing was written for it.
+   * Absent where acceptance is one unit of store.write (SQLite in memory, or without WAL).
    */
   insertMessageWithTransmissions?(message: MessageRow, transmissions: readonly AcceptedTransmission[]): Promise<number | null>;
   /** Cross-process wake-ups (PostgreSQL LISTEN/NOTIFY). Absent where one process owns the file. */

@@ -5,7 +5,9 @@
 // transmission per copy, written atomically, in as few round trips as the database allows
 // (docs/decisions/0003-performance.md): on PostgreSQL ONE statement shared by the acceptances of
 // an event-loop turn (a data-modifying CTE, atomic without BEGIN/COMMIT:
-// dialects/postgres-acceptance.ts), on SQLite one unit of the store's group commit.
+// dialects/postgres-acceptance.ts), on a SQLite file by the acceptance thread, in group commits off
+// the event loop (dialects/sqlite-acceptance.ts); otherwise (SQLite in memory, an acceptance with
+// events alongside) one unit of the store's group commit.
 import { CompiledInsert } from './compiled-insert.ts';
 import { CompiledStatement, padToPowerOfTwo } from './compiled-statement.ts';
 import { isUniqueViolationError, preparedOnServer } from './dialect.ts';

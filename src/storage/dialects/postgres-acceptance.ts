@@ -18,6 +18,7 @@
 // The text is a named prepared statement, the same for any count of messages and copies.
 import type pg from 'pg';
 import type { AcceptedTransmission, MessageRow } from '../schema.ts';
+import { MESSAGE_COLUMNS, TRANSMISSION_COLUMNS } from './acceptance-columns.ts';
 
 interface Pending {
   message: MessageRow;
@@ -130,11 +131,6 @@ const ACCEPT_MESSAGES_SQL = `WITH i AS (
   ORDER BY c.n
 )
 SELECT id, ord FROM mi`;
-
-const MESSAGE_COLUMNS = ['project_id', 'uid', 'unique_id', 'template', 'subject', 'from_address', 'recipient_count', 'deliver', 'created_at', 'payload'] as const;
-const TRANSMISSION_COLUMNS = [
-  'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'next_attempt_at', 'attempts', 'created_at', 'updated_at', 'completed_at', 'result_code', 'result_message',
-] as const;
 
 function groupValues(group: readonly Pending[]): unknown[] {
   const messageOrd: number[] = [];

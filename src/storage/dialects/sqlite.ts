@@ -19,6 +19,7 @@ import { StoreUnavailableError } from '../../domain/errors.ts';
 import { WriteLockBusyError, type StoreDialect } from '../dialect.ts';
 import type { Database } from '../schema.ts';
 import { makePrivateDatabaseFiles } from '../private-files.ts';
+import { SqliteAcceptanceThread } from './sqlite-acceptance.ts';
 import { START_AFTER_WAL_BYTES, startCheckpointer, type Checkpointer } from './sqlite-checkpointer.ts';
 
 export function openSqlite(file: string): StoreDialect {
@@ -30,8 +31,8 @@ export function openSqlite(file: string): StoreDialect {
   sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   sqlite.pragma('foreign_keys = ON');
   // Keep the WAL from growing without bound under sustained load. Most of each checkpoint's work is
-  // done beforehand by a thread of its own (sqlite-checkpointer.ts), started in syncCommitted.
-  sqlite.pragma('wal_autocheckpoint = 4000');
+  // done beforehand by a thread of its own (sqlite-checkpointer.ts), started by watchWal.
+  sqlite.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
   sqlite.pragma('cache_size = -65536');
   const db = new Kysely<Database>({ dialect: new PosthornSqliteDialect({ database: withStatementCache(sqlite, file) }) });
   // Opened at the first sync: the -wal file exists once a transaction has committed, and keeps its
@@ -39,23 +40,45 @@ export function openSqlite(file: string): StoreDialect {
   let walFd: number | null = null;
   let checkpointer: Checkpointer | null = null;
   let closed = false;
-  const syncCommitted = async (): Promise<void> => {
+  /** The -wal file, opened once a transaction has committed (null before: nothing to make durable). */
+  const openWal = (): number | null => {
     if (walFd === null) {
       try {
         walFd = fs.openSync(`${file}-wal`, 'r');
       } catch (error) {
-        // No WAL file: no transaction has written to it, so there is nothing to make durable.
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
         throw error;
       }
     }
-    if (checkpointer === null && !closed && fs.fstatSync(walFd).size > START_AFTER_WAL_BYTES) checkpointer = startCheckpointer(file);
+    return walFd;
+  };
+  /** After a commit of either connection: the checkpoint thread starts once the WAL has grown. */
+  const watchWal = (fd: number) => {
+    if (checkpointer === null && !closed && fs.fstatSync(fd).size > START_AFTER_WAL_BYTES) checkpointer = startCheckpointer(file);
+  };
+  const syncCommitted = async (): Promise<void> => {
+    const fd = openWal();
+    if (fd === null) return;
+    watchWal(fd);
     try {
-      await fdatasync(walFd);
+      await fdatasync(fd);
     } catch (error) {
       throw sqliteUnavailable(error, file) ?? error;
     }
   };
+  // Accepted messages are written by a thread of their own (sqlite-acceptance.ts), in WAL mode.
+  const acceptance = new SqliteAcceptanceThread({
+    file,
+    busyTimeoutMs: BUSY_TIMEOUT_MS,
+    autocheckpointPages: AUTOCHECKPOINT_PAGES,
+    tightAutocheckpointPages: TIGHT_AUTOCHECKPOINT_PAGES,
+    unavailable: (error) => sqliteUnavailable(error, file) ?? lockedOut(error, file),
+    onCommitted: () => {
+      if (closed) return;
+      const fd = openWal();
+      if (fd !== null) watchWal(fd);
+    },
+  });
   return {
     name: 'sqlite',
     db,
@@ -63,9 +86,10 @@ export function openSqlite(file: string): StoreDialect {
     bigintType: 'integer',
     textType: 'text',
     addIdColumn: (table) => table.addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement()),
-    ...(wal ? { syncCommitted } : {}),
+    ...(wal ? { syncCommitted, insertMessageWithTransmissions: (message, transmissions) => acceptance.accept(message, transmissions) } : {}),
     close: async () => {
       closed = true;
+      await acceptance.stop();
       await checkpointer?.stop();
       await db.destroy();
       if (walFd !== null) fs.closeSync(walFd);
@@ -245,6 +269,8 @@ const diskFull = new WeakSet<SqliteDatabase.Database>();
  * quietly while the disk is still full; tried again before the next transaction.
  */
 const TIGHT_AUTOCHECKPOINT_PAGES = 128;
+/** Pages of WAL after which a commit checkpoints (both connections of a store: sqlite-acceptance.ts). */
+const AUTOCHECKPOINT_PAGES = 4000;
 function shrinkWal(sqlite: SqliteDatabase.Database): void {
   try {
     sqlite.pragma(`wal_autocheckpoint = ${TIGHT_AUTOCHECKPOINT_PAGES}`);
@@ -264,6 +290,12 @@ export function sqliteUnavailable(error: unknown, file: string): StoreUnavailabl
     return new StoreUnavailableError(`database I/O error: ${file}: ${(error as Error).message}`, { cause: error });
   }
   return null;
+}
+
+/** The StoreUnavailableError for a write lock still held by others after BUSY_TIMEOUT_MS, or null. */
+function lockedOut(error: unknown, file: string): StoreUnavailableError | null {
+  const code = String((error as { code?: unknown } | null)?.code ?? '');
+  return code.startsWith('SQLITE_BUSY') ? new StoreUnavailableError(`database is locked by another connection: ${file}`, { cause: error }) : null;
 }
 
 /** The SQLite file for a sqlite:// URL or a data directory. */

@@ -1,0 +1,160 @@
+// The acceptance thread of a SQLite file (storage/dialects/sqlite-acceptance.ts; docs/decisions/
+// 0003-performance.md, "The acceptance thread"): accepted messages are written by a thread with its
+// own connection, in group commits, while the event loop goes on. Checked against a real file:
+// every acceptance of a turn gets its own id and its rows; a taken uid comes back as a duplicate
+// with nothing written; a bad row fails alone; an acceptance waits for a write lock held by another
+// connection without stopping the event loop; closing the store writes what was accepted before it.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import SqliteDatabase from 'better-sqlite3';
+import { StoreUnavailableError } from '../../src/domain/errors.ts';
+import { storeAcceptedMessage, type Acceptance } from '../../src/storage/messages.ts';
+import { openStore, type Store } from '../../src/storage/store.ts';
+import { onlyOn } from '../helpers/databases.ts';
+
+const skip = onlyOn('sqlite');
+
+function acceptance(projectId: number, uid: string, recipients: string[]): Acceptance {
+  const now = Date.now();
+  return {
+    message: { project_id: projectId, uid, unique_id: `${uid}@test`, template: null, subject: 'S', from_address: 'a@example.test', deliver: 1, created_at: now, payload: '{}' },
+    copies: recipients.map((recipient) => ({ recipient, recipientName: null, variables: null, completed: null })),
+    dueAt: now,
+  };
+}
+
+describe('SQLite: the acceptance thread', { skip }, () => {
+  let dir: string;
+  let file: string;
+  let store: Store;
+  let projectId: number;
+
+  before(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-acceptance-'));
+    file = path.join(dir, 'posthorn.db');
+    store = await openStore({ databaseUrl: null, data: dir });
+    await store.migrate();
+    projectId = await store.write(async (trx) => {
+      const now = Date.now();
+      const account = await trx.insertInto('accounts').values({ uid: 'acc', name: 'a', status: 'active', settings: '{}', created_at: now, updated_at: now }).returning('id').executeTakeFirstOrThrow();
+      const project = await trx
+        .insertInto('projects')
+        .values({ account_id: account.id, uid: 'prj', name: 'p', status: 'active', settings: '{}', created_at: now, updated_at: now })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      return Number(project.id);
+    });
+  });
+  after(async () => {
+    await store?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const transmissionsOf = (messageId: number) =>
+    store.db.selectFrom('transmissions').select(['recipient', 'status', 'project_id']).where('message_id', '=', messageId).orderBy('id').execute();
+  const messageCount = async (uid: string) =>
+    Number((await store.db.selectFrom('messages').select((eb) => eb.fn.countAll().as('n')).where('uid', '=', uid).executeTakeFirstOrThrow()).n);
+
+  it('writes every acceptance of a turn with its transmissions, each with its own id, readable once answered', async () => {
+    const uids = Array.from({ length: 40 }, (_, i) => `turn-${i}`);
+    const stored = await Promise.all(uids.map((uid, i) => storeAcceptedMessage(store, acceptance(projectId, uid, [`r${i}a@example.test`, `r${i}b@example.test`]))));
+    const ids = stored.map((s) => ('id' in s ? s.id : null));
+    assert.ok(ids.every((id) => typeof id === 'number'), JSON.stringify(stored));
+    assert.equal(new Set(ids).size, uids.length);
+    for (let i = 0; i < uids.length; i++) {
+      const rows = await transmissionsOf(ids[i]!);
+      assert.deepEqual(rows.map((r) => [r.recipient, r.status, Number(r.project_id)]), [
+        [`r${i}a@example.test`, 'queued', projectId],
+        [`r${i}b@example.test`, 'queued', projectId],
+      ]);
+    }
+  });
+
+  it('answers a taken uid as a duplicate and writes nothing for it, within a turn and across turns', async () => {
+    const [first, again] = await Promise.all([
+      storeAcceptedMessage(store, acceptance(projectId, 'dup-1', ['x@example.test'])),
+      storeAcceptedMessage(store, acceptance(projectId, 'dup-1', ['y@example.test'])),
+    ]);
+    assert.ok('id' in first, JSON.stringify(first));
+    assert.deepEqual(again, { duplicate: true });
+    assert.deepEqual(await storeAcceptedMessage(store, acceptance(projectId, 'dup-1', ['z@example.test'])), { duplicate: true });
+    assert.equal(await messageCount('dup-1'), 1);
+    assert.deepEqual((await transmissionsOf(first.id)).map((r) => r.recipient), ['x@example.test']);
+  });
+
+  it('fails a bad row alone: its message is not written, the others of its group are', async () => {
+    const bad = acceptance(projectId, 'bad-1', ['ok@example.test', 'second@example.test']);
+    // A copy without an address violates transmissions.recipient NOT NULL, after its message's row
+    // and first transmission were written: its SAVEPOINT takes them back.
+    (bad.copies[1] as { recipient: string | null }).recipient = null;
+    const [good1, failed, good2] = await Promise.allSettled([
+      storeAcceptedMessage(store, acceptance(projectId, 'good-1', ['g1@example.test'])),
+      storeAcceptedMessage(store, bad),
+      storeAcceptedMessage(store, acceptance(projectId, 'good-2', ['g2@example.test'])),
+    ]);
+    assert.equal(good1.status, 'fulfilled');
+    assert.equal(good2.status, 'fulfilled');
+    assert.equal(failed.status, 'rejected');
+    assert.match(String((failed as PromiseRejectedResult).reason), /NOT NULL/i);
+    assert.ok(!((failed as PromiseRejectedResult).reason instanceof StoreUnavailableError));
+    assert.equal(await messageCount('good-1'), 1);
+    assert.equal(await messageCount('good-2'), 1);
+    assert.equal(await messageCount('bad-1'), 0);
+    const orphans = await store.db.selectFrom('transmissions').select('id').where('recipient', '=', 'ok@example.test').execute();
+    assert.equal(orphans.length, 0);
+  });
+
+  it('waits for a write lock held by another connection without stopping the event loop, then writes', async () => {
+    const other = new SqliteDatabase(file);
+    other.pragma('busy_timeout = 0');
+    other.exec('BEGIN IMMEDIATE');
+    let released = false;
+    try {
+      let settled = false;
+      const pending = storeAcceptedMessage(store, acceptance(projectId, 'locked-1', ['l@example.test'])).finally(() => (settled = true));
+      // The event loop turns while the thread waits in SQLite's busy handler: 20 timer ticks of
+      // 5 ms each pass, and the acceptance is still waiting for the lock.
+      for (let i = 0; i < 20; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      assert.equal(settled, false, 'an acceptance was answered while another connection held the write lock');
+      other.exec('COMMIT');
+      released = true;
+      const stored = await pending;
+      assert.ok('id' in stored, JSON.stringify(stored));
+      assert.equal(await messageCount('locked-1'), 1);
+    } finally {
+      if (!released) other.exec('ROLLBACK');
+      other.close();
+    }
+  });
+
+  it('writes what was accepted before the store closes', async () => {
+    const dir2 = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-acceptance-close-'));
+    try {
+      const second = await openStore({ databaseUrl: null, data: dir2 });
+      await second.migrate();
+      const id = await second.write(async (trx) => {
+        const now = Date.now();
+        const account = await trx.insertInto('accounts').values({ uid: 'a2', name: 'a', status: 'active', settings: '{}', created_at: now, updated_at: now }).returning('id').executeTakeFirstOrThrow();
+        const project = await trx.insertInto('projects').values({ account_id: account.id, uid: 'p2', name: 'p', status: 'active', settings: '{}', created_at: now, updated_at: now }).returning('id').executeTakeFirstOrThrow();
+        return Number(project.id);
+      });
+      const accepted = Array.from({ length: 10 }, (_, i) => storeAcceptedMessage(second, acceptance(id, `closing-${i}`, ['c@example.test'])));
+      const closing = second.close();
+      const results = await Promise.all(accepted);
+      await closing;
+      assert.ok(results.every((r) => 'id' in r), JSON.stringify(results));
+      const reopened = new SqliteDatabase(path.join(dir2, 'posthorn.db'), { readonly: true });
+      try {
+        const row = reopened.prepare("select count(*) as n from messages where uid like 'closing-%'").get() as { n: number };
+        assert.equal(row.n, 10);
+      } finally {
+        reopened.close();
+      }
+    } finally {
+      fs.rmSync(dir2, { recursive: true, force: true });
+    }
+  });
+});
