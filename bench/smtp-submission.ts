@@ -19,7 +19,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { runSource, startPostfixRelay, type Sink } from './lib/postfix.ts';
 import { ROOT, serve, tailLog, RECIPIENT_DOMAIN, type Instance } from './lib/posthorn.ts';
-import { findFreePort, onCleanup, runCommand } from './lib/processes.ts';
+import { describeSchedDelta, findFreePort, onCleanup, runCommand } from './lib/processes.ts';
 import type { Figure } from './lib/report.ts';
 import { median } from './lib/stats.ts';
 
@@ -143,11 +143,16 @@ async function measurePosthorn(opts: SmtpSubmissionBenchOptions): Promise<number
     await sink.waitForCount(beforeWarm + 1000, opts.timeoutMs(1000));
     for (let i = 0; i < runs; i++) {
       const before = sink.count();
+      const cpu0 = service.cpuSeconds();
+      const sched0 = service.sched();
       const run = await runLoad(port, instance, sessions, messages, bytes, offset, opts.timeoutMs(messages));
+      const cpuUs = ((service.cpuSeconds() - cpu0) * 1e6) / messages;
+      const sched = describeSchedDelta(sched0, service.sched(), run.elapsedMs);
       offset += messages;
       if (run.failed > 0) throw new Error(`${run.failed} of ${messages} submissions refused: ${run.firstFailure}`);
       rates.push(messages / (run.elapsedMs / 1000));
-      log(`${id} posthorn smtp submission run ${i + 1}: accepted ${rates[i].toFixed(0)} msg/s`);
+      // The service's CPU covers its delivery process too, which relays to smtp-sink meanwhile.
+      log(`${id} posthorn smtp submission run ${i + 1}: accepted ${rates[i].toFixed(0)} msg/s; service ${cpuUs.toFixed(0)} µs CPU per message (accepting and delivering meanwhile), its main threads waiting for a CPU ${(sched.waitingForCpu * 100).toFixed(0)}% of the time`);
       // Let delivery catch up before the next run, so every run starts from the same state.
       await sink.waitForCount(before + messages, opts.timeoutMs(messages));
     }

@@ -34,7 +34,8 @@ export interface App {
 /** Store + migrations + services, without listening: what CLI commands need. */
 export async function openServices(config: Readonly<Config>, opts: AppOptions = {}): Promise<Services> {
   const log = opts.log ?? createLogger(config.logLevel);
-  const store = await openStore({ ...config, log });
+  // A process that accepts and does not deliver writes its acceptances from a thread (store.ts openStore).
+  const store = await openStore({ ...config, log, acceptanceThread: config.role === 'api' });
   try {
     await store.migrate();
   } catch (error) {

@@ -232,11 +232,20 @@ export function isStoreUnavailable(error: unknown): error is StoreUnavailableErr
 export { StoreUnavailableError };
 
 /** Opens the database named by the configuration: PostgreSQL for postgres:// URLs, else SQLite. */
-export async function openStore(opts: { databaseUrl: string | null; data: string; dbPoolSize?: number; log?: Logger }): Promise<Store> {
+/**
+ * Opens the store of a database URL (or the SQLite file of a data directory). `acceptanceThread`:
+ * on a SQLite file, accepted messages are written by a thread of their own
+ * (dialects/sqlite-acceptance.ts); for a process that accepts and does not deliver (`--role api`),
+ * where the store's own connection mostly reads. A process that also delivers writes on its own
+ * connection all the time, and a second connection in it cost more than it saved: each one's
+ * commits empty the other's page cache, and they hand the write lock back and forth
+ * (docs/decisions/0003-performance.md, "The acceptance thread").
+ */
+export async function openStore(opts: { databaseUrl: string | null; data: string; dbPoolSize?: number; log?: Logger; acceptanceThread?: boolean }): Promise<Store> {
   const url = opts.databaseUrl;
   if (url !== null && /^postgres(ql)?:\/\//.test(url)) {
     const { openPostgres } = await import('./dialects/postgres.ts');
     return new Store(await openPostgres(url, { poolSize: opts.dbPoolSize ?? 10, log: opts.log }));
   }
-  return new Store(openSqlite(sqliteFileFrom(url, opts.data)));
+  return new Store(openSqlite(sqliteFileFrom(url, opts.data), { acceptanceThread: opts.acceptanceThread ?? false }));
 }

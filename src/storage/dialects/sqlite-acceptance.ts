@@ -13,9 +13,11 @@
 //             SAVEPOINT per message (a bad row fails alone), COMMIT, then an fdatasync of the WAL
 //             before any of them is answered: the durability of the store's group commit
 //             (store.ts). The next group is written while that sync is in flight.
-//   lock      the thread waits for the write lock in SQLite's busy handler, up to BUSY_TIMEOUT_MS:
-//             that stops the thread alone, never the event loop. The store's own groups (the
-//             process's other writes) and other processes on the file take turns with it.
+//   lock      the thread waits for the write lock itself, trying again every LOCK_RETRY_MS up to
+//             BUSY_TIMEOUT_MS: that stops the thread alone, never the event loop, and takes the lock
+//             soon after it is free (SQLite's busy handler sleeps 1, 2, 5, 10... ms). The store's
+//             own groups (the process's other writes) and other processes on the file take turns
+//             with it.
 //   failure   the file unavailable (a full disk, an I/O error, the lock held past the timeout)
 //             fails the whole group with StoreUnavailableError, as the store does; after a full
 //             disk the thread shrinks its WAL before its next transaction, as the store's connection
@@ -43,6 +45,12 @@ interface ThreadError {
 /** Per message: its id, null where its uid was taken, or the failure of its own rows. */
 type ThreadResult = number | null | ThreadError;
 
+/**
+ * How often the thread tries again for a write lock held by another connection (a delivery
+ * process's group holds it for about a millisecond): the wait stops the thread alone.
+ */
+const LOCK_RETRY_MS = 0.1;
+
 type ThreadAnswer = { batch: number; results: ThreadResult[] } | { batch: number; failed: ThreadError };
 
 const THREAD_SOURCE = `
@@ -51,7 +59,9 @@ const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.file, { fileMustExist: true });
 db.pragma('synchronous = NORMAL');
-db.pragma('busy_timeout = ' + workerData.busyTimeoutMs);
+// The write lock is waited for by beginWrite, not by SQLite's busy handler (which sleeps 1, 2, 5,
+// 10... ms, long after a lock held for a millisecond is free again).
+db.pragma('busy_timeout = 0');
 db.pragma('foreign_keys = ON');
 db.pragma('wal_autocheckpoint = ' + workerData.autocheckpointPages);
 const begin = db.prepare('BEGIN IMMEDIATE');
@@ -64,6 +74,20 @@ const insertTransmission = db.prepare(workerData.insertTransmission);
 let walFd = null;
 const isUnique = (error) => error.code === 'SQLITE_CONSTRAINT_UNIQUE' || error.code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
 const describe = (error) => ({ message: String((error && error.message) || error), code: error && error.code ? String(error.code) : null });
+const pause = new Int32Array(new SharedArrayBuffer(4));
+/** BEGIN IMMEDIATE, tried again every LOCK_RETRY_MS while another connection holds the write lock. */
+function beginWrite() {
+  const started = Date.now();
+  for (;;) {
+    try {
+      begin.run();
+      return;
+    } catch (error) {
+      if (!String(error && error.code).startsWith('SQLITE_BUSY') || Date.now() - started >= workerData.busyTimeoutMs) throw error;
+      Atomics.wait(pause, 0, 0, workerData.lockRetryMs);
+    }
+  }
+}
 let queue = [];
 let scheduled = false;
 let syncing = 0;
@@ -78,7 +102,7 @@ function writeGroup() {
   const results = batches.map((batch) => new Array(batch.items.length));
   try {
     if (diskFull) shrinkWal();
-    begin.run();
+    beginWrite();
     try {
       for (let b = 0; b < batches.length; b++) {
         const items = batches[b].items;
@@ -232,6 +256,7 @@ export class SqliteAcceptanceThread {
         file,
         driver: createRequire(import.meta.url).resolve('better-sqlite3'),
         busyTimeoutMs,
+        lockRetryMs: LOCK_RETRY_MS,
         autocheckpointPages,
         tightAutocheckpointPages,
         insertMessage: INSERT_MESSAGE,
@@ -259,7 +284,8 @@ export class SqliteAcceptanceThread {
     const waiting = this.sent.get(answer.batch);
     if (!waiting) return;
     this.sent.delete(answer.batch);
-    if (this.sent.size === 0) worker.unref();
+    // Idle, the thread does not keep the process alive; while stopping, it does until it has exited.
+    if (this.sent.size === 0 && !this.stopped) worker.unref();
     if ('failed' in answer) {
       const error = this.errorOf(answer.failed);
       for (const w of waiting) w.reject(error);

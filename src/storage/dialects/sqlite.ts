@@ -22,7 +22,7 @@ import { makePrivateDatabaseFiles } from '../private-files.ts';
 import { SqliteAcceptanceThread } from './sqlite-acceptance.ts';
 import { START_AFTER_WAL_BYTES, startCheckpointer, type Checkpointer } from './sqlite-checkpointer.ts';
 
-export function openSqlite(file: string): StoreDialect {
+export function openSqlite(file: string, opts: { acceptanceThread?: boolean } = {}): StoreDialect {
   // The database holds message content: 0600 in a 0700 directory (storage/private-files.ts).
   if (file !== ':memory:') makePrivateDatabaseFiles(file);
   const sqlite = new SqliteDatabase(file);
@@ -66,8 +66,9 @@ export function openSqlite(file: string): StoreDialect {
       throw sqliteUnavailable(error, file) ?? error;
     }
   };
-  // Accepted messages are written by a thread of their own (sqlite-acceptance.ts), in WAL mode.
-  const acceptance = new SqliteAcceptanceThread({
+  // Where asked (store.ts openStore), accepted messages are written by a thread of their own
+  // (sqlite-acceptance.ts), in WAL mode.
+  const acceptance = !wal || !opts.acceptanceThread ? null : new SqliteAcceptanceThread({
     file,
     busyTimeoutMs: BUSY_TIMEOUT_MS,
     autocheckpointPages: AUTOCHECKPOINT_PAGES,
@@ -86,10 +87,11 @@ export function openSqlite(file: string): StoreDialect {
     bigintType: 'integer',
     textType: 'text',
     addIdColumn: (table) => table.addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement()),
-    ...(wal ? { syncCommitted, insertMessageWithTransmissions: (message, transmissions) => acceptance.accept(message, transmissions) } : {}),
+    ...(wal ? { syncCommitted } : {}),
+    ...(acceptance ? { insertMessageWithTransmissions: (message, transmissions) => acceptance.accept(message, transmissions) } : {}),
     close: async () => {
       closed = true;
-      await acceptance.stop();
+      await acceptance?.stop();
       await checkpointer?.stop();
       await db.destroy();
       if (walFd !== null) fs.closeSync(walFd);
