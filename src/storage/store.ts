@@ -231,9 +231,9 @@ export function isStoreUnavailable(error: unknown): error is StoreUnavailableErr
 
 export { StoreUnavailableError };
 
-/** Opens the database named by the configuration: PostgreSQL for postgres:// URLs, else SQLite. */
 /**
- * Opens the store of a database URL (or the SQLite file of a data directory). `acceptanceThread`:
+ * Opens the database named by the configuration: PostgreSQL for postgres:// URLs, else the SQLite
+ * file of the URL or of the data directory. `acceptanceThread`:
  * on a SQLite file, accepted messages are written by a thread of their own
  * (dialects/sqlite-acceptance.ts); for a process that accepts and does not deliver (`--role api`),
  * where the store's own connection mostly reads. A process that also delivers writes on its own

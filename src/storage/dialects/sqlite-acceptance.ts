@@ -242,7 +242,7 @@ export class SqliteAcceptanceThread {
       for (const item of items) item.waiting.reject(error);
       return;
     }
-    // Answers are awaited: the thread keeps the process alive until they come (a CLI's send).
+    // Answers are awaited: the thread keeps the process alive until they come.
     worker.ref();
     worker.postMessage({ batch, items: items.map(({ m, t }) => ({ m, t })) });
   }
@@ -262,13 +262,16 @@ export class SqliteAcceptanceThread {
         insertMessage: INSERT_MESSAGE,
         insertTransmission: INSERT_TRANSMISSION,
       },
-      // Rows are written by SQLite in C; the thread's own heap holds a group's values at most.
-      resourceLimits: { maxOldGenerationSizeMb: 64 },
       stdout: false,
       stderr: false,
     });
     worker.on('message', (answer: ThreadAnswer) => this.answer(worker, answer));
+    // 'error' is followed by 'exit': the first of them fails what this thread held, once (by
+    // then another thread may hold the next acceptances).
+    let dead = false;
     const died = (cause: Error) => {
+      if (dead) return;
+      dead = true;
       if (this.worker === worker) this.worker = null;
       const error = this.options.unavailable(cause) ?? cause;
       for (const waiting of this.sent.values()) for (const w of waiting) w.reject(error);
