@@ -1,6 +1,7 @@
 // Acceptance on SQLite (docs/decisions/0003-performance.md, "The acceptance thread"): the messages
-// this process accepts are written by a thread of its own, with its own connection to the file, in
-// group commits, while the event loop goes on reading, checking and answering requests.
+// an API process accepts (store.ts openStore, `acceptanceThread`) are written by a thread of its
+// own, with its own connection to the file, in group commits, while the event loop goes on
+// reading, checking and answering requests.
 //
 // better-sqlite3 is synchronous: on the event loop, the inserts, COMMIT and page writes of
 // acceptance were about a third of a send_message's CPU, on the one core that also parses,
