@@ -241,7 +241,7 @@ function guardStatement(sqlite: SqliteDatabase.Database, statement: SqliteDataba
       try {
         return guard(() => statement.run(...params));
       } catch (error) {
-        if (String((error as { code?: unknown }).code).startsWith('SQLITE_BUSY')) throw new WriteLockBusyError(`database is locked by another connection: ${file}`, { cause: error });
+        if (isBusy(error)) throw new WriteLockBusyError(lockedMessage(file), { cause: error });
         throw error;
       } finally {
         lockWait.on.get();
@@ -296,9 +296,16 @@ export function sqliteUnavailable(error: unknown, file: string): StoreUnavailabl
 
 /** The StoreUnavailableError for a write lock still held by others after BUSY_TIMEOUT_MS, or null. */
 function lockedOut(error: unknown, file: string): StoreUnavailableError | null {
-  const code = String((error as { code?: unknown } | null)?.code ?? '');
-  return code.startsWith('SQLITE_BUSY') ? new StoreUnavailableError(`database is locked by another connection: ${file}`, { cause: error }) : null;
+  return isBusy(error) ? new StoreUnavailableError(lockedMessage(file), { cause: error }) : null;
 }
+
+/** SQLITE_BUSY or one of its extended codes: another connection holds the lock. */
+function isBusy(error: unknown): boolean {
+  return String((error as { code?: unknown } | null)?.code ?? '').startsWith('SQLITE_BUSY');
+}
+
+/** What a caller is told when the write lock is held elsewhere (the store waits, then says it). */
+const lockedMessage = (file: string) => `database is locked by another connection: ${file}`;
 
 /** The SQLite file for a sqlite:// URL or a data directory. */
 export function sqliteFileFrom(databaseUrl: string | null, dataDir: string): string {
