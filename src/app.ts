@@ -14,6 +14,7 @@ import { loadSecretKey } from './storage/secret-key.ts';
 import { sqliteFileFrom } from './storage/dialects/sqlite.ts';
 import { openStore } from './storage/store.ts';
 import { parseOutboundUrl, resolveOutboundHost } from './webhooks/url-policy.ts';
+import { isPostgresUrl } from './domain/database-url.ts';
 
 export interface AppOptions {
   clock?: Clock;
@@ -128,7 +129,7 @@ async function closeAll(services: Services, http: FastifyInstance | null, backgr
  * never create a SQLite file; a PostgreSQL database always exists (Posthorn never creates one).
  */
 export function databaseExists(config: Readonly<Config>): boolean {
-  if (config.databaseUrl !== null && /^postgres(ql)?:\/\//i.test(config.databaseUrl)) return true;
+  if (isPostgresUrl(config.databaseUrl)) return true;
   const file = sqliteFileFrom(config.databaseUrl, config.data);
   return file !== ':memory:' && fs.existsSync(file);
 }

@@ -9,6 +9,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { parseRetrySchedule } from './domain/retry-policy.ts';
+import { isPostgresUrl } from './domain/database-url.ts';
 
 /** string | int (whole number, with min/max) | port (0-65535) | bool | list (repeatable, comma-separated) */
 type Kind = 'string' | 'int' | 'port' | 'bool' | 'list';
@@ -183,7 +184,7 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 /** postgres://, postgresql:// or sqlite: with an absolute path (sqlite:///var/lib/posthorn.db, sqlite:/x.db) or :memory:. */
 function checkDatabaseUrl(url: string): string | null {
   const hint = 'use postgres://user@host:5432/db or sqlite:///absolute/path/posthorn.db';
-  if (/^postgres(ql)?:\/\//i.test(url)) {
+  if (isPostgresUrl(url)) {
     try {
       const parsed = new URL(url);
       return parsed.hostname || parsed.searchParams.has('host') ? null : `has no host: ${hint}`;

@@ -3,6 +3,7 @@
 // a database that cannot be reached. Anything else is its own message; the stack only at
 // --log-level debug or trace.
 import { redactUrl, type Config } from '../config.ts';
+import { isPostgresUrl } from '../domain/database-url.ts';
 
 /** Which option a listening port came from. */
 function portOption(config: Readonly<Config> | null, port: number | undefined): string {
@@ -63,7 +64,7 @@ function primary(error: unknown): ErrorLike {
 }
 
 function isPostgres(config: Readonly<Config> | null): boolean {
-  return config?.databaseUrl != null && /^postgres(ql)?:\/\//i.test(config.databaseUrl);
+  return isPostgresUrl(config?.databaseUrl);
 }
 
 /** One line, without the "posthorn: " prefix, for an error that stopped a command. */

@@ -17,6 +17,7 @@ import cluster from 'node:cluster';
 import os from 'node:os';
 import type { Config } from '../config.ts';
 import type { WakeChannel } from '../domain/wake-channels.ts';
+import { isPostgresUrl } from '../domain/database-url.ts';
 import type { Logger } from 'pino';
 
 export type ChildRole = 'api' | 'worker';
@@ -65,7 +66,7 @@ const CHILD_SEMI_SPACE_MIB = 8;
  * (docs/decisions/0003-performance.md, "Several API processes on one file"); one on PostgreSQL.
  */
 export function planProcesses(config: Readonly<Config>): { api: number; worker: boolean } | null {
-  const postgres = config.databaseUrl !== null && /^postgres(ql)?:\/\//i.test(config.databaseUrl);
+  const postgres = isPostgresUrl(config.databaseUrl);
   const cores = os.availableParallelism();
   const api = config.apiProcesses ?? (postgres ? 1 : Math.max(1, cores - 1));
   if (config.role === 'api') return api > 1 ? { api, worker: false } : null;

@@ -10,6 +10,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import { StoreUnavailableError } from '../domain/errors.ts';
+import { isPostgresUrl } from '../domain/database-url.ts';
 import { WriteLockBusyError, type StoreDialect } from './dialect.ts';
 import { deferEvents, insertDeferredEvents } from './events.ts';
 import { migrateToLatest } from './migrate.ts';
@@ -243,7 +244,7 @@ export { StoreUnavailableError };
  */
 export async function openStore(opts: { databaseUrl: string | null; data: string; dbPoolSize?: number; log?: Logger; acceptanceThread?: boolean }): Promise<Store> {
   const url = opts.databaseUrl;
-  if (url !== null && /^postgres(ql)?:\/\//.test(url)) {
+  if (url !== null && isPostgresUrl(url)) {
     const { openPostgres } = await import('./dialects/postgres.ts');
     return new Store(await openPostgres(url, { poolSize: opts.dbPoolSize ?? 10, log: opts.log }));
   }
