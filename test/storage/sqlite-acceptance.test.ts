@@ -28,6 +28,20 @@ function acceptance(projectId: number, uid: string, recipients: string[]): Accep
   };
 }
 
+/** An account and its project, for the messages' foreign key: the project's id. */
+async function seedProject(store: Store): Promise<number> {
+  return store.write(async (trx) => {
+    const now = Date.now();
+    const account = await trx.insertInto('accounts').values({ uid: 'acc', name: 'a', status: 'active', settings: '{}', created_at: now, updated_at: now }).returning('id').executeTakeFirstOrThrow();
+    const project = await trx
+      .insertInto('projects')
+      .values({ account_id: account.id, uid: 'prj', name: 'p', status: 'active', settings: '{}', created_at: now, updated_at: now })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    return Number(project.id);
+  });
+}
+
 describe('SQLite: the acceptance thread', { skip }, () => {
   let dir: string;
   let file: string;
@@ -39,16 +53,7 @@ describe('SQLite: the acceptance thread', { skip }, () => {
     file = path.join(dir, 'posthorn.db');
     store = await openStore({ databaseUrl: null, data: dir, acceptanceThread: true });
     await store.migrate();
-    projectId = await store.write(async (trx) => {
-      const now = Date.now();
-      const account = await trx.insertInto('accounts').values({ uid: 'acc', name: 'a', status: 'active', settings: '{}', created_at: now, updated_at: now }).returning('id').executeTakeFirstOrThrow();
-      const project = await trx
-        .insertInto('projects')
-        .values({ account_id: account.id, uid: 'prj', name: 'p', status: 'active', settings: '{}', created_at: now, updated_at: now })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      return Number(project.id);
-    });
+    projectId = await seedProject(store);
   });
   after(async () => {
     await store?.close();
@@ -154,12 +159,7 @@ describe('SQLite: the acceptance thread', { skip }, () => {
     try {
       const second = await openStore({ databaseUrl: null, data: dir2, acceptanceThread: true });
       await second.migrate();
-      const id = await second.write(async (trx) => {
-        const now = Date.now();
-        const account = await trx.insertInto('accounts').values({ uid: 'a2', name: 'a', status: 'active', settings: '{}', created_at: now, updated_at: now }).returning('id').executeTakeFirstOrThrow();
-        const project = await trx.insertInto('projects').values({ account_id: account.id, uid: 'p2', name: 'p', status: 'active', settings: '{}', created_at: now, updated_at: now }).returning('id').executeTakeFirstOrThrow();
-        return Number(project.id);
-      });
+      const id = await seedProject(second);
       const accepted = Array.from({ length: 10 }, (_, i) => storeAcceptedMessage(second, acceptance(id, `closing-${i}`, ['c@example.test'])));
       const closing = second.close();
       const results = await Promise.all(accepted);
