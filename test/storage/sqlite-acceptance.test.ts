@@ -4,8 +4,10 @@
 // for `--role api` processes). Checked against a real file: the event loop turns while a large
 // group is written; every acceptance of a turn gets its own id and its rows; a taken uid comes back
 // as a duplicate with nothing written; a bad row fails alone; an acceptance waits for a write lock
-// held by another connection without stopping the event loop; closing the store writes what was
-// accepted before it (and keeps the process alive until then).
+// held by another connection without stopping the event loop, and so do the acceptances of the
+// turns after it; a dead thread fails what it held as unavailable and the next acceptance starts
+// another; closing the store writes what was accepted before it (and keeps the process alive until
+// then).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -151,6 +153,71 @@ describe('SQLite: the acceptance thread', { skip }, () => {
     } finally {
       if (!released) other.exec('ROLLBACK');
       other.close();
+    }
+  });
+
+  it('answers every acceptance of the turns that waited for a write lock held elsewhere', async () => {
+    // The lock held elsewhere keeps the thread in its first group while ten more turns post their
+    // acceptances to it; once the lock is free, every one of them is written and answered.
+    const other = new SqliteDatabase(file);
+    other.pragma('busy_timeout = 0');
+    other.exec('BEGIN IMMEDIATE');
+    let released = false;
+    try {
+      const accepted: Array<ReturnType<typeof storeAcceptedMessage>> = [];
+      for (let turn = 0; turn < 10; turn++) {
+        for (let i = 0; i < 3; i++) accepted.push(storeAcceptedMessage(store, acceptance(projectId, `held-${turn}-${i}`, ['h@example.test'])));
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+      other.exec('COMMIT');
+      released = true;
+      let timer: NodeJS.Timeout | undefined;
+      const results = await Promise.race([
+        Promise.all(accepted),
+        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('acceptances were not answered within 10 s of the lock being released')), 10_000))),
+      ]).finally(() => clearTimeout(timer));
+      const ids = results.map((r) => ('id' in r ? r.id : null));
+      assert.ok(ids.every((id) => typeof id === 'number'), JSON.stringify(results));
+      assert.equal(new Set(ids).size, 30);
+      const row = await store.db.selectFrom('messages').select((eb) => eb.fn.countAll().as('n')).where('uid', 'like', 'held-%').executeTakeFirstOrThrow();
+      assert.equal(Number(row.n), 30);
+    } finally {
+      if (!released) other.exec('ROLLBACK');
+      other.close();
+    }
+  });
+
+  it('fails what a dead thread held as unavailable, and starts another for the next acceptance', async () => {
+    // A thread that cannot open the file dies at its start (the file renamed away under a store
+    // that has it open); once the file is back, the next acceptance starts a thread that writes.
+    const dir2 = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-acceptance-dead-'));
+    const file2 = path.join(dir2, 'posthorn.db');
+    const away = path.join(dir2, 'away.db');
+    let second: Store | undefined;
+    try {
+      second = await openStore({ databaseUrl: null, data: dir2, acceptanceThread: true });
+      await second.migrate();
+      const id = await seedProject(second);
+      fs.renameSync(file2, away);
+      let restored = false;
+      try {
+        const failed = await Promise.allSettled([1, 2].map((i) => storeAcceptedMessage(second!, acceptance(id, `dead-${i}`, ['d@example.test']))));
+        for (const outcome of failed) {
+          assert.equal(outcome.status, 'rejected');
+          assert.ok((outcome as PromiseRejectedResult).reason instanceof StoreUnavailableError, String((outcome as PromiseRejectedResult).reason));
+        }
+        fs.renameSync(away, file2);
+        restored = true;
+      } finally {
+        if (!restored) fs.renameSync(away, file2);
+      }
+      const stored = await storeAcceptedMessage(second, acceptance(id, 'after-death', ['d@example.test']));
+      assert.ok('id' in stored, JSON.stringify(stored));
+      const row = second.db.selectFrom('messages').select('uid').where('id', '=', stored.id);
+      assert.deepEqual(await row.execute(), [{ uid: 'after-death' }]);
+    } finally {
+      await second?.close();
+      fs.rmSync(dir2, { recursive: true, force: true });
     }
   });
 

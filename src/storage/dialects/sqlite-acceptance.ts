@@ -22,12 +22,13 @@
 //   failure   the file unavailable (a full disk, an I/O error, the lock held past the timeout)
 //             fails the whole group with StoreUnavailableError, as the store does; after a full
 //             disk the thread shrinks its WAL before its next transaction, as the store's connection
-//             does (sqlite.ts shrinkWal). A thread that dies fails what it held, and the next
-//             acceptance starts another.
+//             does (sqlite.ts shrinkWal). A thread that dies fails what it held as unavailable
+//             (whether it was written is not known), and the next acceptance starts another.
 //
 // The thread is plain CommonJS (no loader, no build step), like sqlite-checkpointer.ts.
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
+import { StoreUnavailableError } from '../../domain/errors.ts';
 import type { AcceptedTransmission, MessageRow } from '../schema.ts';
 import { MESSAGE_COLUMNS, TRANSMISSION_COLUMNS } from './acceptance-columns.ts';
 
@@ -274,7 +275,9 @@ export class SqliteAcceptanceThread {
       if (dead) return;
       dead = true;
       if (this.worker === worker) this.worker = null;
-      const error = this.options.unavailable(cause) ?? cause;
+      // Whether what it held was written is not known: the callers are told to try again (a
+      // message that was written then answers as a duplicate of its uid, never a second copy).
+      const error = this.options.unavailable(cause) ?? new StoreUnavailableError(`the acceptance thread stopped: ${cause.message}`, { cause });
       for (const waiting of this.sent.values()) for (const w of waiting) w.reject(error);
       this.sent.clear();
     };
