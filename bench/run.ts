@@ -3,7 +3,8 @@
 //   1  ceiling: smtp-source -> smtp-sink (the SMTP limit of the machine)
 //   1n Nodemailer's pooled client alone -> smtp-sink (the limit of a Node sender built on it)
 //   2  Postfix as a relay: smtp-source -> private Postfix -> smtp-sink
-//   3  Posthorn ingest: durable send_message over HTTP (SQLite, group commit, fsync)
+//   3  Posthorn ingest: durable send_message over HTTP (SQLite, group commit, fsync), load from wrk
+//      (a C client, as smtp-source is for 2a); 3a the same runs' alternates from autocannon
 //   4  Posthorn end to end on SQLite: API -> delivery -> smtp-sink
 //   4  is `serve` with its defaults: on SQLite with 2+ cores, an API and a delivery process under
 //      one supervisor (src/cli/supervisor.ts); 4o the same with --processes 1 (one process)
@@ -33,6 +34,7 @@ import { appendUnnumbered, seedHistory } from './lib/history-seed.ts';
 import { ensurePostfix, runSource, startPostfixRelay, startSink, type Sink } from './lib/postfix.ts';
 import { measureSmtpSubmission } from './smtp-submission.ts';
 import { measureDashboard } from './dashboard.ts';
+import { ensureWrk, wrkSendLoad } from './lib/wrk.ts';
 import { createInstance, migrate, ROOT, sendLoad, serve, tailLog, timePost, type Instance, type Service } from './lib/posthorn.ts';
 import { describeSchedDelta, hookSignals, onCleanup, runAllCleanups, runCommand, samplePostgresBackends, sampleRss, spawnChild } from './lib/processes.ts';
 import type { SequentialRun } from './lib/sequential-client.ts';
@@ -63,7 +65,8 @@ if (args.help) {
   --runs N             runs per figure, the median is reported (default 3, at most 9)
   --only LIST          figures to run: 1,1n,2,3,3m,3p,4,4o,4s,5,5s,5d,6,7,8,9,10 (default all)
                        3 ingest with serve --role api's defaults (on SQLite one API process per
-                       core less one: one on 2 cores), 3m the same with two API processes
+                       core less one: one on 2 cores), load from wrk, with autocannon's runs
+                       alternating (3a); 3m the same with two API processes
                        3p ingest on PostgreSQL (--role api); 5 end to end on PostgreSQL (--role all);
                        5s 1 API + 1 worker process, 5d 2 API + 2 worker processes on one PostgreSQL
                        (msg/s, ratio to Postfix 2b, 5d/5s, CPU per message per role incl. the
@@ -238,72 +241,78 @@ async function withService<T>(instance: Instance, opts: Parameters<typeof serve>
   }
 }
 
+/** The ingest figures' clients: wrk (the figure), and autocannon beside it where asked (3a). */
+type IngestClient = { client: 'wrk' | 'autocannon'; id: string };
+
 async function measureIngest(
   postfixAccept: number | null,
-  on: { id: string; label: string; databaseUrl: string | null; extraArgs?: string[] } = { id: '3', label: 'SQLite', databaseUrl: null },
+  on: { id: string; label: string; databaseUrl: string | null; extraArgs?: string[]; alsoAutocannon?: string } = { id: '3', label: 'SQLite', databaseUrl: null, alsoAutocannon: '3a' },
 ): Promise<void> {
   const instance = await createInstance(on.databaseUrl);
-  const id = on.id;
-  const profile = profileDir ? path.join(profileDir, `ingest-${id}`) : undefined;
+  const profile = profileDir ? path.join(profileDir, `ingest-${on.id}`) : undefined;
   const backends = on.databaseUrl ? new URL(on.databaseUrl).pathname.slice(1) : null;
+  const clients: IngestClient[] = [{ client: 'wrk', id: on.id }, ...(on.alsoAutocannon ? [{ client: 'autocannon' as const, id: on.alsoAutocannon }] : [])];
   await withService(instance, { role: 'api', cpuProfDir: profile, extraArgs: on.extraArgs }, async (service) => {
     const warm = await sendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, durationS: 2 });
     if (warm.ok === 0) throw new Error(`no send_message accepted: ${warm.firstFailure ?? `${warm.errors} connection errors`}`);
-    const rate: number[] = [];
-    const p50: number[] = [];
-    const p99: number[] = [];
-    const cpuUs: number[] = [];
-    const cpuWait: number[] = [];
-    const serviceCores: number[] = [];
-    const loaderCores: number[] = [];
-    const databaseUs: number[] = [];
-    let refused = 0;
+    const series = clients.map(() => ({ rate: [] as number[], p50: [] as number[], p99: [] as number[], cpuUs: [] as number[], cpuWait: [] as number[], serviceCores: [] as number[], loaderCores: [] as number[], databaseUs: [] as number[], refused: 0 }));
+    // With two clients, their runs alternate on the same service: each pair in the same minutes.
     for (let i = 0; i < RUNS; i++) {
-      const cpu0 = service.cpuSeconds();
-      const sched0 = service.sched();
-      const own0 = process.cpuUsage();
-      const database = backends ? samplePostgresBackends(backends) : null;
-      const wakeUps = on.databaseUrl ? await countWakeUps(on.databaseUrl) : null;
-      const r = await sendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, durationS: INGEST_SECONDS });
-      if (database) databaseUs.push((database.stop() * 1e6) / Math.max(1, r.ok));
-      const notified = wakeUps ? await wakeUps.stop() : null;
-      const cpu = service.cpuSeconds() - cpu0;
-      const sched = describeSchedDelta(sched0, service.sched(), r.durationS * 1000);
-      cpuWait.push(sched.waitingForCpu);
-      const own = process.cpuUsage(own0);
-      refused += r.notOk + r.errors;
-      rate.push(r.acceptedPerS);
-      p50.push(r.p50Ms);
-      p99.push(r.p99Ms);
-      cpuUs.push((cpu * 1e6) / Math.max(1, r.ok));
-      serviceCores.push(cpu / r.durationS);
-      loaderCores.push((own.user + own.system) / 1e6 / r.durationS);
-      log(
-        `${id} ingest (${on.label}) run ${i + 1}: ${r.acceptedPerS.toFixed(0)} accepted/s (${r.ok} ok, ${r.notOk} not ok, ${r.errors} errors), p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms; ` +
-          `service ${serviceCores[i].toFixed(2)} cores, ${cpuUs[i].toFixed(0)} µs CPU per request, ${sched.text}; load generator ${loaderCores[i].toFixed(2)} cores` +
-          (backends ? `; PostgreSQL backends ${databaseUs[i].toFixed(0)} µs CPU per request; ${notified} wake-ups (NOTIFY), ${((notified ?? 0) / Math.max(1, r.ok)).toFixed(3)} per request` : '') +
-          (r.firstFailure ? `; first failure: ${r.firstFailure}` : ''),
-      );
+      for (let c = 0; c < clients.length; c++) {
+        const { client, id } = clients[c];
+        const m = series[c];
+        const cpu0 = service.cpuSeconds();
+        const sched0 = service.sched();
+        const own0 = process.cpuUsage();
+        const database = backends ? samplePostgresBackends(backends) : null;
+        const wakeUps = on.databaseUrl ? await countWakeUps(on.databaseUrl) : null;
+        const load = { url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, durationS: INGEST_SECONDS };
+        const r = client === 'wrk' ? await wrkSendLoad(load) : await sendLoad(load);
+        if (database) m.databaseUs.push((database.stop() * 1e6) / Math.max(1, r.ok));
+        const notified = wakeUps ? await wakeUps.stop() : null;
+        const cpu = service.cpuSeconds() - cpu0;
+        const sched = describeSchedDelta(sched0, service.sched(), r.durationS * 1000);
+        m.cpuWait.push(sched.waitingForCpu);
+        const own = process.cpuUsage(own0);
+        const loaderSeconds = 'loaderCpuSeconds' in r ? (r.loaderCpuSeconds as number) : (own.user + own.system) / 1e6;
+        m.refused += r.notOk + r.errors;
+        m.rate.push(r.acceptedPerS);
+        m.p50.push(r.p50Ms);
+        m.p99.push(r.p99Ms);
+        m.cpuUs.push((cpu * 1e6) / Math.max(1, r.ok));
+        m.serviceCores.push(cpu / r.durationS);
+        m.loaderCores.push(loaderSeconds / r.durationS);
+        log(
+          `${id} ingest (${on.label}, ${client}) run ${i + 1}: ${r.acceptedPerS.toFixed(0)} accepted/s (${r.ok} ok, ${r.notOk} not ok, ${r.errors} errors), p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms; ` +
+            `service ${m.serviceCores[i].toFixed(2)} cores, ${m.cpuUs[i].toFixed(0)} µs CPU per request, ${sched.text}; load generator ${m.loaderCores[i].toFixed(2)} cores` +
+            (backends ? `; PostgreSQL backends ${m.databaseUs[i].toFixed(0)} µs CPU per request; ${notified} wake-ups (NOTIFY), ${((notified ?? 0) / Math.max(1, r.ok)).toFixed(3)} per request` : '') +
+            (r.firstFailure ? `; first failure: ${r.firstFailure}` : ''),
+        );
+      }
     }
-    const value = median(rate);
-    // 3m (two API processes, for comparison) has no target.
-    const factor = POSTFIX_FACTORS[id];
-    const target = factor === undefined ? {} : { target: `≥ ${factor}× Postfix (2a)`, met: postfixAccept ? value >= factor * postfixAccept : null };
-    addFigure({
-      id, name: `Posthorn ingest: durable send_message (${on.label}, ${CONNECTIONS} conns)`, unit: 'msg/s', value, runs: rate,
-      postfix: { label: 'Postfix accepts, 2a', value: postfixAccept }, ...target,
-      note: refused > 0 ? `${refused} requests were not answered 200 (refused or errors) and are not counted` : undefined,
-    });
-    addFigure({ id, name: `Posthorn ingest latency p50 (${on.label})`, unit: 'ms', value: median(p50), runs: p50, digits: 1 });
-    addFigure({ id, name: `Posthorn ingest latency p99 (${on.label})`, unit: 'ms', value: median(p99), runs: p99, digits: 1 });
-    if (backends) addFigure({ id, name: 'PostgreSQL backends CPU per accepted send_message', unit: 'µs', value: median(databaseUs), runs: databaseUs });
-    addFigure({
-      id, name: `Service CPU per accepted send_message (${on.label})`, unit: 'µs', value: median(cpuUs), runs: cpuUs,
-      note:
-        `${service.processes > 1 ? `${service.processes} processes (the supervisor and ${service.processes - 1} API processes), CPU summed over them; the` : 'one process; the'} service used ${median(serviceCores).toFixed(2)} cores ` +
-        `(its main threads waited for a CPU ${(median(cpuWait) * 100).toFixed(0)}% of the time) and autocannon ${median(loaderCores).toFixed(2)} cores (medians)` +
-        (service.processes > 1 ? '' : '; at one full core, 1e6 / this figure is the ingest ceiling of one process'),
-    });
+    for (let c = 0; c < clients.length; c++) {
+      const { client, id } = clients[c];
+      const { rate, p50, p99, cpuUs, cpuWait, serviceCores, loaderCores, databaseUs, refused } = series[c];
+      const value = median(rate);
+      // 3m (two API processes) and 3a (autocannon, for comparison) have no target.
+      const factor = POSTFIX_FACTORS[id];
+      const target = factor === undefined ? {} : { target: `≥ ${factor}× Postfix (2a)`, met: postfixAccept ? value >= factor * postfixAccept : null };
+      addFigure({
+        id, name: `Posthorn ingest: durable send_message (${on.label}, ${CONNECTIONS} conns, ${client})`, unit: 'msg/s', value, runs: rate,
+        postfix: { label: 'Postfix accepts, 2a', value: postfixAccept }, ...target,
+        note: refused > 0 ? `${refused} requests were not answered 200 (refused or errors) and are not counted` : undefined,
+      });
+      addFigure({ id, name: `Posthorn ingest latency p50 (${on.label}, ${client})`, unit: 'ms', value: median(p50), runs: p50, digits: 1 });
+      addFigure({ id, name: `Posthorn ingest latency p99 (${on.label}, ${client})`, unit: 'ms', value: median(p99), runs: p99, digits: 1 });
+      if (backends) addFigure({ id, name: 'PostgreSQL backends CPU per accepted send_message', unit: 'µs', value: median(databaseUs), runs: databaseUs });
+      addFigure({
+        id, name: `Service CPU per accepted send_message (${on.label}, ${client})`, unit: 'µs', value: median(cpuUs), runs: cpuUs,
+        note:
+          `${service.processes > 1 ? `${service.processes} processes (the supervisor and ${service.processes - 1} API processes), CPU summed over them; the` : 'one process; the'} service used ${median(serviceCores).toFixed(2)} cores ` +
+          `(its main threads waited for a CPU ${(median(cpuWait) * 100).toFixed(0)}% of the time) and ${client} ${median(loaderCores).toFixed(2)} cores (medians)` +
+          (service.processes > 1 ? '' : '; at one full core, 1e6 / this figure is the ingest ceiling of one process'),
+      });
+    }
   });
   if (profile) profileReports.push(reportProfile(`ingest ${on.label} (send_message, role api)`, profile));
 }
@@ -766,6 +775,7 @@ async function main(): Promise<number> {
   hookSignals();
   const started = Date.now();
   const postfixVersion = await ensurePostfix(log);
+  if (['3', '3m', '3p'].some(wanted)) await ensureWrk(log);
   const machine = describeMachine(postfixVersion, await postgresVersion(args['pg-url']!));
   log(`${machine.cpu}, ${machine.cores} cores, ${machine.ramGiB.toFixed(1)} GiB, Node ${machine.node}, Postfix ${machine.postfix}; load ${machine.loadBefore}; one fsync-ed commit ${machine.commitMs.toFixed(2)} ms`);
   const sink = await startSink();
@@ -842,8 +852,8 @@ async function main(): Promise<number> {
     `Messages: one recipient, ~${MESSAGE_BYTES} bytes of body. smtp-source: ${SMTP_SESSIONS} parallel sessions, connections reused (-d), -l ${MESSAGE_BYTES}.`,
     `smtp-sink: \`smtp-sink -c -m 1024 127.0.0.1:PORT 1024\` (announces PIPELINING; its running counter tells when the last message is in).`,
     `Postfix relay (2): a private instance (own config, queue and data directories in a temporary directory), stock settings except: chroot off, local delivery off, relayhost [127.0.0.1]:SINK, no DNS (smtp_dns_support_level = disabled, smtp_host_lookup = native). 2a is smtp-source's time to hand N messages to Postfix (each queued and fsynced by cleanup); 2b is from the first message injected to the last at the sink.`,
-    `Posthorn: \`node bin/posthorn.js serve --port 0 --mailer-host bench.local --transport-map bench.local=127.0.0.1:SINK\`, default settings otherwise (SQLite in WAL mode, group commit, every 200 sent only after its commit is on disk: see docs/decisions/0003-performance.md). Load: autocannon, ${CONNECTIONS} keep-alive connections, a distinct uid per request.`,
-    `3 runs \`--role api\` (the ingest path alone) with serve's defaults (on SQLite one API process per core less one: ${Math.max(1, os.availableParallelism() - 1)} here); 3m the same with \`--api-processes 2\` (two API processes sharing the port, supervised); ${INGEST_SECONDS} s per run after a 2 s warm-up; p50/p99 are autocannon's per-request latencies. 4 and 5 run \`--role all\`: ${E2E_MESSAGES} messages per run after a warm-up of 2,000; the figure is messages divided by the time from the first request to the last message at the sink. 4s: the same with \`--role api\` and \`--role worker --poll-ms 20\` processes on the one SQLite file. CPU per message: user + system time of the service process(es), or of all Postfix processes (2c, including exited children), divided by the messages; "waiting for a CPU" is from /proc/PID/schedstat of the service's main thread.`,
+    `Posthorn: \`node bin/posthorn.js serve --port 0 --mailer-host bench.local --transport-map bench.local=127.0.0.1:SINK\`, default settings otherwise (SQLite in WAL mode, group commit, every 200 sent only after its commit is on disk: see docs/decisions/0003-performance.md). Load: ${CONNECTIONS} keep-alive connections, a distinct uid per request; ingest (3, 3m, 3p) from wrk, one thread (a C client, as smtp-source is for Postfix's 2a; bench/lib/wrk.ts), and 3a from autocannon, its runs alternating with 3's on the same service; end to end (4, 5, 10) from autocannon.`,
+    `3 runs \`--role api\` (the ingest path alone) with serve's defaults (on SQLite one API process per core less one: ${Math.max(1, os.availableParallelism() - 1)} here); 3m the same with \`--api-processes 2\` (two API processes sharing the port, supervised); ${INGEST_SECONDS} s per run after a 2 s warm-up; p50/p99 are the load generator's per-request latencies. 4 and 5 run \`--role all\`: ${E2E_MESSAGES} messages per run after a warm-up of 2,000; the figure is messages divided by the time from the first request to the last message at the sink. 4s: the same with \`--role api\` and \`--role worker --poll-ms 20\` processes on the one SQLite file. CPU per message: user + system time of the service process(es), or of all Postfix processes (2c, including exited children), divided by the messages; "waiting for a CPU" is from /proc/PID/schedstat of the service's main thread.`,
     `3p, 5, 5s, 5d run on PostgreSQL (--pg-url, a fresh database per figure): 3p as 3 with DATABASE_URL; 5 as 4 with \`--role all\` in one process; 5s one \`--role api\` and one \`--role worker --ops-port 0\` process, 5d two of each, the load split evenly over the API processes (as a load balancer would), the workers woken by LISTEN/NOTIFY. CPU per message per role: the API processes, the worker processes, and the PostgreSQL backends serving the bench's database (from /proc, sampled every 200 ms; the server's shared processes are not counted). Wake-ups are counted by a LISTEN connection of the bench.`,
     `6: ${HISTORY_ROWS.toLocaleString('en-US')} transmissions (${HISTORY_PER_MESSAGE} per message, created over 20 days) written with direct SQL, then ${HISTORY_REQUESTS} sequential messages_history requests (per_page 250) per page per run, over one keep-alive connection by a client process of its own (bench/lib/sequential-client.ts: each answer read in full, not parsed; p50 and p99 are its times from request to last byte). 6n: 10,000 transmissions appended as ingest writes them (not yet numbered), then one request numbers them; its service CPU less that of the next request, per row.`,
     `7a: VmHWM of the service process at the end of 4 (Postfix: the peak of the summed PSS, proportional set size, of its master and children, sampled every 100 ms during 2). 7b: ${QUEUED.toLocaleString('en-US')} single-recipient messages queued through the API by a \`--role api\` process, then a \`--role worker\` process drains them to smtp-sink; its VmHWM.`,

@@ -1,37 +1,23 @@
 // Postfix on loopback: smtp-sink (the shared receiver of every figure), smtp-source (the load
 // generator of the Postfix figures) and a private Postfix instance acting as a relay.
 //
-// The system Postfix is never started: the package is installed with policy-rc.d refusing every
-// service start, and the relay is a separate instance (its own config, queue and data directories
+// The system Postfix is never started: the package is installed with no service started
+// (debian.ts), and the relay is a separate instance (its own config, queue and data directories
 // under a temporary directory) started with `postfix -c DIR start` and stopped in cleanup.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { installDebianPackage } from './debian.ts';
 import { findFreePort, listChildPids, onCleanup, readCpuSeconds, runCommand, sampleRss, spawnChild, waitUntil, type Spawned } from './processes.ts';
 
 const SINK = '/usr/sbin/smtp-sink';
 const SOURCE = '/usr/sbin/smtp-source';
 const POSTFIX = '/usr/sbin/postfix';
-const POLICY_RC = '/usr/sbin/policy-rc.d';
 
 /** Installs the Debian postfix package when its test programs are missing; returns its version. */
 export async function ensurePostfix(log: (line: string) => void): Promise<string> {
   if (!fs.existsSync(SINK) || !fs.existsSync(SOURCE) || !fs.existsSync(POSTFIX)) {
-    if (process.getuid?.() !== 0) throw new Error('postfix is not installed and the bench is not root: apt-get install postfix');
-    log('installing the Debian package postfix (no system mail service is started)');
-    // policy-rc.d exiting 101 tells invoke-rc.d not to start any service during the install.
-    const ownPolicy = !fs.existsSync(POLICY_RC);
-    if (ownPolicy) fs.writeFileSync(POLICY_RC, '#!/bin/sh\nexit 101\n', { mode: 0o755 });
-    try {
-      const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-      await runCommand('sh', ['-c', 'echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections'], { env, timeoutMs: 60_000 });
-      const update = await runCommand('apt-get', ['update', '-qq'], { env, timeoutMs: 300_000 });
-      if (update.code !== 0) throw new Error(`apt-get update failed: ${update.stderr.trim()}`);
-      const install = await runCommand('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'postfix'], { env, timeoutMs: 600_000 });
-      if (install.code !== 0) throw new Error(`apt-get install postfix failed: ${install.stderr.trim()}`);
-    } finally {
-      if (ownPolicy) fs.rmSync(POLICY_RC, { force: true });
-    }
+    await installDebianPackage('postfix', log, ['postfix postfix/main_mailer_type select No configuration']);
   }
   const version = await runCommand('postconf', ['-d', '-h', 'mail_version'], { timeoutMs: 10_000 });
   return version.stdout.trim() || 'unknown';

@@ -156,7 +156,7 @@ what limits each one and where the time goes: [decisions/0003-performance.md](de
 | One durable SQLite commit (WAL, synchronous=FULL, measured) | ${machine.commitMs.toFixed(2)} ms |
 | Autogroup scheduling (kernel.sched_autogroup_enabled) | ${machine.autogroup} |
 
-Everything ran on this one machine over 127.0.0.1: the load generators (smtp-source, autocannon),
+Everything ran on this one machine over 127.0.0.1: the load generators (smtp-source, wrk, autocannon),
 the receiver (Postfix's smtp-sink), Postfix and Posthorn share the same cores. Postfix and Posthorn
 each run in a session of their own, as a service manager starts services (Postfix's master makes
 its own), and so do figure 10's busy loops: the kernel's autogroup scheduling makes each session a
