@@ -44,6 +44,24 @@ async function seedProject(store: Store): Promise<number> {
   });
 }
 
+/** Another connection takes the file's write lock; `release` commits (once), `close` rolls back if not released. */
+function holdWriteLock(file: string): { release(): void; close(): void } {
+  const other = new SqliteDatabase(file);
+  other.pragma('busy_timeout = 0');
+  other.exec('BEGIN IMMEDIATE');
+  let released = false;
+  return {
+    release() {
+      if (!released) other.exec('COMMIT');
+      released = true;
+    },
+    close() {
+      if (!released) other.exec('ROLLBACK');
+      other.close();
+    },
+  };
+}
+
 describe('SQLite: the acceptance thread', { skip }, () => {
   let dir: string;
   let file: string;
@@ -134,10 +152,7 @@ describe('SQLite: the acceptance thread', { skip }, () => {
   });
 
   it('waits for a write lock held by another connection without stopping the event loop, then writes', async () => {
-    const other = new SqliteDatabase(file);
-    other.pragma('busy_timeout = 0');
-    other.exec('BEGIN IMMEDIATE');
-    let released = false;
+    const lock = holdWriteLock(file);
     try {
       let settled = false;
       const pending = storeAcceptedMessage(store, acceptance(projectId, 'locked-1', ['l@example.test'])).finally(() => (settled = true));
@@ -145,32 +160,26 @@ describe('SQLite: the acceptance thread', { skip }, () => {
       // 5 ms each pass, and the acceptance is still waiting for the lock.
       for (let i = 0; i < 20; i++) await new Promise((resolve) => setTimeout(resolve, 5));
       assert.equal(settled, false, 'an acceptance was answered while another connection held the write lock');
-      other.exec('COMMIT');
-      released = true;
+      lock.release();
       const stored = await pending;
       assert.ok('id' in stored, JSON.stringify(stored));
       assert.equal(await messageCount('locked-1'), 1);
     } finally {
-      if (!released) other.exec('ROLLBACK');
-      other.close();
+      lock.close();
     }
   });
 
   it('answers every acceptance of the turns that waited for a write lock held elsewhere', async () => {
     // The lock held elsewhere keeps the thread in its first group while ten more turns post their
     // acceptances to it; once the lock is free, every one of them is written and answered.
-    const other = new SqliteDatabase(file);
-    other.pragma('busy_timeout = 0');
-    other.exec('BEGIN IMMEDIATE');
-    let released = false;
+    const lock = holdWriteLock(file);
     try {
       const accepted: Array<ReturnType<typeof storeAcceptedMessage>> = [];
       for (let turn = 0; turn < 10; turn++) {
         for (let i = 0; i < 3; i++) accepted.push(storeAcceptedMessage(store, acceptance(projectId, `held-${turn}-${i}`, ['h@example.test'])));
         await new Promise((resolve) => setTimeout(resolve, 2));
       }
-      other.exec('COMMIT');
-      released = true;
+      lock.release();
       let timer: NodeJS.Timeout | undefined;
       const results = await Promise.race([
         Promise.all(accepted),
@@ -182,8 +191,7 @@ describe('SQLite: the acceptance thread', { skip }, () => {
       const row = await store.db.selectFrom('messages').select((eb) => eb.fn.countAll().as('n')).where('uid', 'like', 'held-%').executeTakeFirstOrThrow();
       assert.equal(Number(row.n), 30);
     } finally {
-      if (!released) other.exec('ROLLBACK');
-      other.close();
+      lock.close();
     }
   });
 
