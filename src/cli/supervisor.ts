@@ -36,7 +36,7 @@ export type SupervisorMessage =
 export const SUPERVISED_ENV = 'POSTHORN_SUPERVISED';
 /** Set for an API process that has sibling API processes: its /metrics gathers theirs too. */
 export const API_SIBLINGS_ENV = 'POSTHORN_API_SIBLINGS';
-/** How long /metrics waits for the other API processes' parts (one restarting does not answer). */
+/** How long /metrics waits for the other API processes' parts (one that hangs does not answer; one that exits is not waited for). */
 export const METRICS_GATHER_MS = 2000;
 
 /**
@@ -121,8 +121,11 @@ export async function superviseServe(config: Readonly<Config>, plan: { api: numb
   // Only ready ones: a process still starting could not answer, and its share would be 0 anyway.
   const readyApis = () => slots.flatMap((s) => (s.role === 'api' && s.ready && s.child?.connected ? [s.child] : []));
   const restartTimers = new Set<NodeJS.Timeout>();
-  /** /metrics requests being gathered, by the supervisor's own id (two children may use the same one). */
-  const gathers = new Map<number, { requester: ChildProcess; requestId: number; parts: unknown[][]; waiting: number; timer: NodeJS.Timeout }>();
+  /**
+   * /metrics requests being gathered, by the supervisor's own id (two children may use the same
+   * one), each with the API processes whose parts it still waits for.
+   */
+  const gathers = new Map<number, { requester: ChildProcess; requestId: number; parts: unknown[][]; waiting: Set<ChildProcess>; timer: NodeJS.Timeout }>();
   let gatherSequence = 0;
   const sendParts = (id: number) => {
     const gather = gathers.get(id);
@@ -168,14 +171,14 @@ export async function superviseServe(config: Readonly<Config>, plan: { api: numb
       } else if (message?.type === 'metrics-request') {
         const id = ++gatherSequence;
         const others = readyApis().filter((other) => other !== child);
-        gathers.set(id, { requester: child, requestId: message.id, parts: [], waiting: others.length, timer: setTimeout(() => sendParts(id), METRICS_GATHER_MS) });
+        gathers.set(id, { requester: child, requestId: message.id, parts: [], waiting: new Set(others), timer: setTimeout(() => sendParts(id), METRICS_GATHER_MS) });
         if (others.length === 0) sendParts(id);
         for (const other of others) other.send({ type: 'metrics-collect', id } satisfies SupervisorMessage, () => {});
       } else if (message?.type === 'metrics-part') {
         const gather = gathers.get(message.id);
-        if (!gather) return;
+        if (!gather || !gather.waiting.delete(child)) return;
         gather.parts.push(message.metrics);
-        if (--gather.waiting <= 0) sendParts(message.id);
+        if (gather.waiting.size === 0) sendParts(message.id);
       }
     });
     // Failing to fork, or a message to a child that just died: its 'exit' (if any) does the rest.
@@ -183,6 +186,14 @@ export async function superviseServe(config: Readonly<Config>, plan: { api: numb
     child.once('exit', (code, signal) => {
       slot.child = null;
       slot.ready = false;
+      // A gather waits for no part of a process that has gone (its /metrics is answered with the
+      // others' at once, not after METRICS_GATHER_MS), and answers no process that has gone.
+      for (const [id, gather] of gathers) {
+        if (gather.requester === child) {
+          clearTimeout(gather.timer);
+          gathers.delete(id);
+        } else if (gather.waiting.delete(child) && gather.waiting.size === 0) sendParts(id);
+      }
       if (stopping) {
         if (code !== 0 && code !== null) exitCode = code;
         if (liveChildren().length === 0) settle(exitCode);

@@ -10,7 +10,8 @@
 //   - --processes 1 runs everything in one process, as before.
 //   - --role api --api-processes 2: two API processes share the one port, connections handed out
 //     in turn (both answer); /metrics from either counts the requests both answered; one killed
-//     is restarted while the other goes on answering.
+//     is restarted while the other goes on answering; /metrics does not wait for the part of one
+//     that dies while it is awaited.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -186,6 +187,41 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     const { code } = await serve.stop();
     assert.equal(code, 0, serve.tail());
     assert.deepEqual(await waitGone([pids[1], restarted.pid as number], EXIT_LIMIT_MS), []);
+  });
+
+  it('/metrics does not wait for the part of an API process that dies while it is awaited', async () => {
+    const serve = startPosthorn('serve', [...supervisedArgs(), '--role', 'api', '--api-processes', '2'], env);
+    const running = await serve.waitForLog((l) => l.msg === 'posthorn is running', 'startup');
+    const url = running.url as string;
+    const [stopped] = childPids(running);
+    // The stopped process holds its part (the supervisor's request for it waits in its channel).
+    // Two new connections are handed out in turn: one reaches the other process, whose /metrics
+    // then waits for that part; the one handed to the stopped process fails when it is killed.
+    process.kill(stopped, 'SIGSTOP');
+    let killedAt = 0;
+    try {
+      const answers = [0, 1].map(() =>
+        fetch(`${url}/metrics`, { headers: { connection: 'close' }, signal: AbortSignal.timeout(15_000) }).then(
+          async (r) => ({ status: r.status, text: await r.text(), at: Date.now() }),
+          () => null,
+        ),
+      );
+      // Still unanswered after 500 ms: the gather waits for the stopped process's part.
+      const early = await Promise.race([Promise.any(answers.map((a) => a.then((v) => v ?? Promise.reject()))), new Promise((r) => setTimeout(() => r('waiting'), 500))]).catch(() => 'waiting');
+      assert.equal(early, 'waiting', 'an answer came while a part was awaited');
+      process.kill(stopped, 'SIGKILL');
+      killedAt = Date.now();
+      const answered = (await Promise.all(answers)).filter((a) => a !== null);
+      assert.equal(answered.length, 1, `one /metrics answered by the live process (${answered.length} answered)`);
+      assert.equal(answered[0].status, 200);
+      assert.match(answered[0].text, /^# HELP posthorn_api_requests_total /m);
+      // METRICS_GATHER_MS is 2,000 ms from the request: the answer came with the death, not then.
+      assert.ok(answered[0].at - killedAt < 1000, `/metrics answered ${answered[0].at - killedAt} ms after the process died`);
+    } finally {
+      if (!killedAt) process.kill(stopped, 'SIGKILL');
+    }
+    const { code } = await serve.stop();
+    assert.equal(code, 0, serve.tail());
   });
 
   it('two API processes on a port in use: the command fails with the child\'s exit code, and leaves no process', async () => {
