@@ -274,7 +274,7 @@ async function measureIngest(
         const sched = describeSchedDelta(sched0, service.sched(), r.durationS * 1000);
         m.cpuWait.push(sched.waitingForCpu);
         const own = process.cpuUsage(own0);
-        const loaderSeconds = 'loaderCpuSeconds' in r ? (r.loaderCpuSeconds as number) : (own.user + own.system) / 1e6;
+        const loaderSeconds = r.loaderCpuSeconds ?? (own.user + own.system) / 1e6;
         m.refused += r.notOk + r.errors;
         m.rate.push(r.acceptedPerS);
         m.p50.push(r.p50Ms);

@@ -184,6 +184,8 @@ export interface LoadResult {
   /** the first non-200 body seen, to say why */
   firstFailure: string | null;
   startedAt: number;
+  /** CPU seconds of a load generator in a process of its own (wrk); absent for one in the bench's process */
+  loaderCpuSeconds?: number;
 }
 
 let loadSequence = 0;

@@ -20,7 +20,7 @@ export async function ensureWrk(log: (line: string) => void): Promise<void> {
 let runs = 0;
 
 /** send_message for `durationS` seconds over `connections` keep-alive connections, from one wrk thread. */
-export async function wrkSendLoad(opts: { url: string; projectKey: string; connections: number; durationS: number }): Promise<LoadResult & { loaderCpuSeconds: number }> {
+export async function wrkSendLoad(opts: { url: string; projectKey: string; connections: number; durationS: number }): Promise<LoadResult> {
   const startedAt = performance.now();
   // bash's `times` prints, after wrk has exited, the CPU time of its children: wrk's own.
   const wrkArgs = ['-t1', `-c${opts.connections}`, `-d${opts.durationS}s`, '--latency', '--timeout', '30s', '-s', SCRIPT, opts.url];
