@@ -63,10 +63,10 @@ const { values: args } = parseArgs({
 if (args.help) {
   process.stdout.write(`usage: npm run bench [-- options]
   --runs N             runs per figure, the median is reported (default 3, at most 9)
-  --only LIST          figures to run: 1,1n,2,3,3m,3p,4,4o,4s,5,5s,5d,6,7,8,9,10 (default all)
+  --only LIST          figures to run: 1,1n,2,3,3o,3p,4,4o,4s,5,5s,5d,6,7,8,9,10 (default all)
                        3 ingest with serve --role api's defaults (on SQLite one API process per
-                       core less one: one on 2 cores), load from wrk, with autocannon's runs
-                       alternating (3a); 3m the same with two API processes
+                       core), load from wrk, with autocannon's runs alternating (3a); 3o the
+                       same with one API process
                        3p ingest on PostgreSQL (--role api); 5 end to end on PostgreSQL (--role all);
                        5s 1 API + 1 worker process, 5d 2 API + 2 worker processes on one PostgreSQL
                        (msg/s, ratio to Postfix 2b, 5d/5s, CPU per message per role incl. the
@@ -223,7 +223,7 @@ async function measurePostfixRelay(sink: Sink, tag: { id: string; suffix: string
 // ---------------------------------------------------------------------------------------------
 // The targets (docs/decisions/0003-performance.md), as multiples of Postfix's figure in the same
 // run, by figure: ingest against its accept rate (2a), end to end against its relay rate (2b, 10b).
-// Figures not listed (3m, 4o) are there to compare.
+// Figures not listed (3o, 4o) are there to compare.
 const POSTFIX_FACTORS: Record<string, number> = { '3': 15, '3p': 5, '4': 5, '5': 3, '10': 3 };
 
 // ---------------------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ async function measureIngest(
       const { client, id } = clients[c];
       const { rate, p50, p99, cpuUs, cpuWait, serviceCores, loaderCores, databaseUs, refused } = series[c];
       const value = median(rate);
-      // 3m (two API processes) and 3a (autocannon, for comparison) have no target.
+      // 3o (one API process) and 3a (autocannon, for comparison) have no target.
       const factor = POSTFIX_FACTORS[id];
       const target = factor === undefined ? {} : { target: `≥ ${factor}× Postfix (2a)`, met: postfixAccept ? value >= factor * postfixAccept : null };
       addFigure({
@@ -775,7 +775,7 @@ async function main(): Promise<number> {
   hookSignals();
   const started = Date.now();
   const postfixVersion = await ensurePostfix(log);
-  if (['3', '3m', '3p'].some(wanted)) await ensureWrk(log);
+  if (['3', '3o', '3p'].some(wanted)) await ensureWrk(log);
   const machine = describeMachine(postfixVersion, await postgresVersion(args['pg-url']!));
   log(`${machine.cpu}, ${machine.cores} cores, ${machine.ramGiB.toFixed(1)} GiB, Node ${machine.node}, Postfix ${machine.postfix}; load ${machine.loadBefore}; one fsync-ed commit ${machine.commitMs.toFixed(2)} ms`);
   const sink = await startSink();
@@ -787,9 +787,9 @@ async function main(): Promise<number> {
   if (wanted('1n')) await measureNodemailerCeiling(sink).catch((e) => failed('1n', 'Nodemailer pooled client alone', 'msg/s', e));
   if (wanted('2')) postfix = await measurePostfixRelay(sink).catch((e) => (failed('2', 'Postfix as a relay', 'msg/s', e), null));
   if (wanted('3')) await measureIngest(postfix?.accept.value ?? null).catch((e) => failed('3', 'Posthorn ingest', 'msg/s', e, `≥ ${POSTFIX_FACTORS['3']}× Postfix (2a)`));
-  if (wanted('3m')) {
-    await measureIngest(postfix?.accept.value ?? null, { id: '3m', label: 'SQLite, two API processes (--api-processes 2)', databaseUrl: null, extraArgs: ['--api-processes', '2'] }).catch((e) =>
-      failed('3m', 'Posthorn ingest, two API processes', 'msg/s', e),
+  if (wanted('3o')) {
+    await measureIngest(postfix?.accept.value ?? null, { id: '3o', label: 'SQLite, one API process (--api-processes 1)', databaseUrl: null, extraArgs: ['--api-processes', '1'] }).catch((e) =>
+      failed('3o', 'Posthorn ingest, one API process', 'msg/s', e),
     );
   }
   if (wanted('4')) {
@@ -852,8 +852,8 @@ async function main(): Promise<number> {
     `Messages: one recipient, ~${MESSAGE_BYTES} bytes of body. smtp-source: ${SMTP_SESSIONS} parallel sessions, connections reused (-d), -l ${MESSAGE_BYTES}.`,
     `smtp-sink: \`smtp-sink -c -m 1024 127.0.0.1:PORT 1024\` (announces PIPELINING; its running counter tells when the last message is in).`,
     `Postfix relay (2): a private instance (own config, queue and data directories in a temporary directory), stock settings except: chroot off, local delivery off, relayhost [127.0.0.1]:SINK, no DNS (smtp_dns_support_level = disabled, smtp_host_lookup = native). 2a is smtp-source's time to hand N messages to Postfix (each queued and fsynced by cleanup); 2b is from the first message injected to the last at the sink.`,
-    `Posthorn: \`node bin/posthorn.js serve --port 0 --mailer-host bench.local --transport-map bench.local=127.0.0.1:SINK\`, default settings otherwise (SQLite in WAL mode, group commit, every 200 sent only after its commit is on disk: see docs/decisions/0003-performance.md). Load: ${CONNECTIONS} keep-alive connections, a distinct uid per request; ingest (3, 3m, 3p) from wrk, one thread (a C client, as smtp-source is for Postfix's 2a; bench/lib/wrk.ts), and 3a from autocannon, its runs alternating with 3's on the same service; end to end (4, 5, 10) from autocannon.`,
-    `3 runs \`--role api\` (the ingest path alone) with serve's defaults (on SQLite one API process per core less one: ${Math.max(1, os.availableParallelism() - 1)} here); 3m the same with \`--api-processes 2\` (two API processes sharing the port, supervised); ${INGEST_SECONDS} s per run after a 2 s warm-up; p50/p99 are the load generator's per-request latencies. 4 and 5 run \`--role all\`: ${E2E_MESSAGES} messages per run after a warm-up of 2,000; the figure is messages divided by the time from the first request to the last message at the sink. 4s: the same with \`--role api\` and \`--role worker --poll-ms 20\` processes on the one SQLite file. CPU per message: user + system time of the service process(es), or of all Postfix processes (2c, including exited children), divided by the messages; "waiting for a CPU" is from /proc/PID/schedstat of the service's main thread.`,
+    `Posthorn: \`node bin/posthorn.js serve --port 0 --mailer-host bench.local --transport-map bench.local=127.0.0.1:SINK\`, default settings otherwise (SQLite in WAL mode, group commit, every 200 sent only after its commit is on disk: see docs/decisions/0003-performance.md). Load: ${CONNECTIONS} keep-alive connections, a distinct uid per request; ingest (3, 3o, 3p) from wrk, one thread (a C client, as smtp-source is for Postfix's 2a; bench/lib/wrk.ts), and 3a from autocannon, its runs alternating with 3's on the same service; end to end (4, 5, 10) from autocannon.`,
+    `3 runs \`--role api\` (the ingest path alone) with serve's defaults (on SQLite one API process per core, sharing the port, supervised: ${os.availableParallelism()} here); 3o the same with \`--api-processes 1\`; ${INGEST_SECONDS} s per run after a 2 s warm-up; p50/p99 are the load generator's per-request latencies. 4 and 5 run \`--role all\`: ${E2E_MESSAGES} messages per run after a warm-up of 2,000; the figure is messages divided by the time from the first request to the last message at the sink. 4s: the same with \`--role api\` and \`--role worker --poll-ms 20\` processes on the one SQLite file. CPU per message: user + system time of the service process(es), or of all Postfix processes (2c, including exited children), divided by the messages; "waiting for a CPU" is from /proc/PID/schedstat of the service's main thread.`,
     `3p, 5, 5s, 5d run on PostgreSQL (--pg-url, a fresh database per figure): 3p as 3 with DATABASE_URL; 5 as 4 with \`--role all\` in one process; 5s one \`--role api\` and one \`--role worker --ops-port 0\` process, 5d two of each, the load split evenly over the API processes (as a load balancer would), the workers woken by LISTEN/NOTIFY. CPU per message per role: the API processes, the worker processes, and the PostgreSQL backends serving the bench's database (from /proc, sampled every 200 ms; the server's shared processes are not counted). Wake-ups are counted by a LISTEN connection of the bench.`,
     `6: ${HISTORY_ROWS.toLocaleString('en-US')} transmissions (${HISTORY_PER_MESSAGE} per message, created over 20 days) written with direct SQL, then ${HISTORY_REQUESTS} sequential messages_history requests (per_page 250) per page per run, over one keep-alive connection by a client process of its own (bench/lib/sequential-client.ts: each answer read in full, not parsed; p50 and p99 are its times from request to last byte). 6n: 10,000 transmissions appended as ingest writes them (not yet numbered), then one request numbers them; its service CPU less that of the next request, per row.`,
     `7a: VmHWM of the service process at the end of 4 (Postfix: the peak of the summed PSS, proportional set size, of its master and children, sampled every 100 ms during 2). 7b: ${QUEUED.toLocaleString('en-US')} single-recipient messages queued through the API by a \`--role api\` process, then a \`--role worker\` process drains them to smtp-sink; its VmHWM.`,

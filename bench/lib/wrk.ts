@@ -1,4 +1,4 @@
-// wrk, the load generator of the ingest figures (3, 3m, 3p): a C program, as smtp-source is for
+// wrk, the load generator of the ingest figures (3, 3o, 3p): a C program, as smtp-source is for
 // Postfix's accept rate (2a), so that the client takes as little of the machine's cores from the
 // service as it does from Postfix (docs/decisions/0003-performance.md, "The load generator").
 // Requests come from send-message.lua: the bench's own send_message body, a uid of its own each.

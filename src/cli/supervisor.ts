@@ -14,6 +14,7 @@
 // errors are as visible as with one process.
 import { fork, type ChildProcess } from 'node:child_process';
 import cluster from 'node:cluster';
+import { readdirSync } from 'node:fs';
 import os from 'node:os';
 import type { Config } from '../config.ts';
 import type { WakeChannel } from '../domain/wake-channels.ts';
@@ -60,19 +61,52 @@ const CHILD_SEMI_SPACE_MIB = 8;
  * - --role api: the API processes alone, where there are more than one;
  * - --role worker: one process (more add nothing on one SQLite file; on PostgreSQL run several).
  *
- * API processes: --api-processes; by default on SQLite one per core less one, which the delivery
- * process needs (a SQLite file is one machine's: an API-only process has its worker beside it),
- * so one on 2 cores, where a second API process costs the delivery more than it adds
- * (docs/decisions/0003-performance.md, "Several API processes on one file"); one on PostgreSQL.
+ * API processes: --api-processes; by default on SQLite, with --role all one per core less one,
+ * the delivery process's (a third process on 2 cores took ~110 MiB more and no more end to end:
+ * docs/decisions/0003-performance.md, "The API on every core"), and with --role api one per core
+ * (its worker is a service of its own, whose share of the cores its operator sets:
+ * docs/operations.md, "Processes"). One on PostgreSQL (run more behind a load balancer). Where
+ * serve starts the delivery process, the API processes run at a lower CPU priority (API_NICENESS),
+ * so that more of them than the cores allow still leave the delivery process its core.
  */
 export function planProcesses(config: Readonly<Config>): { api: number; worker: boolean } | null {
   const postgres = isPostgresUrl(config.databaseUrl);
   const cores = os.availableParallelism();
-  const api = config.apiProcesses ?? (postgres ? 1 : Math.max(1, cores - 1));
+  const api = config.apiProcesses ?? (postgres ? 1 : config.role === 'api' ? cores : Math.max(1, cores - 1));
   if (config.role === 'api') return api > 1 ? { api, worker: false } : null;
   if (config.role !== 'all' || config.processes === 1) return null;
   const split = config.processes === 2 || api > 1 || (!postgres && cores >= 2);
   return split ? { api, worker: true } : null;
+}
+
+/**
+ * How many steps of niceness below the delivery process the API processes run when serve starts
+ * both (5: a weight about a third of the delivery process's). When only the API has work it takes
+ * every core all the same; when both have, the delivery process gets its core and the API
+ * processes share the others, as one API process per other core would.
+ */
+export const API_NICENESS = 5;
+
+/**
+ * Lowers the CPU priority of every thread of a process by `steps`. On Linux niceness belongs to
+ * each thread, and setpriority(2) on a pid changes its main thread alone: so each thread of
+ * /proc/PID/task (V8's, libuv's, the acceptance and checkpoint threads); a thread started later
+ * takes the niceness of the thread that starts it. Elsewhere, the process as a whole.
+ */
+function lowerPriority(pid: number, steps: number): void {
+  let threads: number[];
+  try {
+    threads = readdirSync(`/proc/${pid}/task`).map(Number);
+  } catch {
+    threads = [pid];
+  }
+  for (const thread of threads) {
+    try {
+      os.setPriority(thread, Math.min(19, os.getPriority(thread) + steps));
+    } catch {
+      // A thread that ended meanwhile.
+    }
+  }
 }
 
 const RESTART_FIRST_MS = 500;
@@ -154,6 +188,8 @@ export async function superviseServe(config: Readonly<Config>, plan: { api: numb
       const message = raw as SupervisorMessage;
       if (message?.type === 'ready') {
         slot.ready = true;
+        // Once it is ready, so that every thread it starts with is there to be lowered.
+        if (slot.role === 'api' && plan.worker && child.pid !== undefined) lowerPriority(child.pid, API_NICENESS);
         if (slot === firstApi) apiUrl = message.url;
         if (message.role === 'worker') workerBackground = message.background;
         if (slot === firstApi && !announced && !stopping) for (const other of slots) if (!other.child) start(other);

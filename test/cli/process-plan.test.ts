@@ -1,7 +1,6 @@
 // Which processes `serve` starts (cli/supervisor.ts planProcesses; docs/operations.md, "Processes"):
 // on SQLite every core by default (a delivery process and an API process per other core; with
-// --role api the API processes alone, the worker's core left to it); on PostgreSQL one process
-// unless asked.
+// --role api an API process per core); on PostgreSQL one process unless asked.
 import assert from 'node:assert/strict';
 import os from 'node:os';
 import { describe, it } from 'node:test';
@@ -13,9 +12,9 @@ const PG = ['--database-url', 'postgres://u@127.0.0.1:5432/db'];
 const cores = os.availableParallelism();
 
 describe('serve: the processes it starts', () => {
-  it('on SQLite by default: every core, one of them for delivery', () => {
+  it('on SQLite by default: every core (one of them for delivery with --role all)', () => {
     assert.deepEqual(plan(), cores >= 2 ? { api: Math.max(1, cores - 1), worker: true } : null);
-    assert.deepEqual(plan('--role', 'api'), cores >= 3 ? { api: cores - 1, worker: false } : null);
+    assert.deepEqual(plan('--role', 'api'), cores >= 2 ? { api: cores, worker: false } : null);
   });
 
   it('as asked: --api-processes, --processes 1, --processes 2', () => {

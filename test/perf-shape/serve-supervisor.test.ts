@@ -5,7 +5,8 @@
 //   - By default on SQLite (explicitly with --processes 2 on PostgreSQL) it announces role all with
 //     two child pids; a message sent to the API process is delivered by the other, woken through
 //     the supervisor (the idle poll is set to 10 minutes, so only the relayed wake-up can explain a
-//     delivery within the bound).
+//     delivery within the bound). Every thread of the API process runs API_NICENESS steps below
+//     the supervisor's priority, the delivery process's at it.
 //   - kill -9 of the supervisor leaves no child behind; SIGTERM stops all three with exit 0.
 //   - --processes 1 runs everything in one process, as before.
 //   - --role api --api-processes 2: two API processes share the one port, connections handed out
@@ -22,6 +23,7 @@ import { after, before, describe, it } from 'node:test';
 import { SMTPServer } from 'smtp-server';
 import { freshDatabaseUrl, releaseDatabaseUrl, testDatabase } from '../helpers/databases.ts';
 import { BIN, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
+import { API_NICENESS } from '../../src/cli/supervisor.ts';
 
 const DELIVERY_LIMIT_MS = 20_000;
 const EXIT_LIMIT_MS = 10_000;
@@ -126,6 +128,15 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     assert.ok(!nodeArgs(serve.pid).some((a) => a.includes('semi-space')));
     await send(running.url as string, 'one@sink.test');
     await waitDelivered('one@sink.test', serve);
+    // Every thread of the API process (its acceptance thread, started for the send, among them)
+    // runs API_NICENESS steps below the supervisor's priority; the delivery process's at it.
+    const [worker, api] = pids;
+    const base = os.getPriority(serve.pid);
+    const threadNiceness = (pid: number) => fs.readdirSync(`/proc/${pid}/task`).map((tid) => os.getPriority(Number(tid)));
+    const apiThreads = threadNiceness(api);
+    assert.ok(apiThreads.length > 1, 'the API process has threads');
+    assert.deepEqual(new Set(apiThreads), new Set([Math.min(19, base + API_NICENESS)]), `API threads: ${apiThreads.join(' ')}`);
+    assert.deepEqual(new Set(threadNiceness(worker)), new Set([base]));
     await serve.kill();
     assert.deepEqual(await waitGone(pids, EXIT_LIMIT_MS), [], 'children outlived the supervisor');
   });
