@@ -70,27 +70,36 @@ const CHILD_SEMI_SPACE_MIB = 8;
  *
  * API processes: --api-processes; by default on SQLite, with --role all one per core less one,
  * the delivery process's (a third process on 2 cores took ~110 MiB more and no more end to end:
- * docs/decisions/0003-performance.md, "The API on every core"), and with --role api one per core
+ * docs/decisions/0003-performance.md, "Every core for accepting"), and with --role api one per core
  * (its worker is a service of its own, whose share of the cores its operator sets:
- * docs/operations.md, "Processes"). One on PostgreSQL (run more behind a load balancer). Where
- * serve starts the delivery process, the API processes run at a lower CPU priority (API_NICENESS),
- * so that more of them than the cores allow still leave the delivery process its core.
+ * docs/operations.md, "Processes"). One on PostgreSQL (run more behind a load balancer).
+ *
+ * lowerApi: where serve starts the delivery process beside as many API processes as there are
+ * cores or more, the API processes run at a lower CPU priority (API_NICENESS), so that the
+ * delivery process keeps its core when both have work. With fewer (the default) they do not
+ * crowd it, and run at its priority.
  */
-export function planProcesses(config: Readonly<Config>): { api: number; worker: boolean } | null {
+export function planProcesses(config: Readonly<Config>): ProcessPlan | null {
   const postgres = isPostgresUrl(config.databaseUrl);
   const cores = os.availableParallelism();
   const api = config.apiProcesses ?? (postgres ? 1 : config.role === 'api' ? cores : Math.max(1, cores - 1));
-  if (config.role === 'api') return api > 1 ? { api, worker: false } : null;
+  if (config.role === 'api') return api > 1 ? { api, worker: false, lowerApi: false } : null;
   if (config.role !== 'all' || config.processes === 1) return null;
   const split = config.processes === 2 || api > 1 || (!postgres && cores >= 2);
-  return split ? { api, worker: true } : null;
+  return split ? { api, worker: true, lowerApi: api >= cores } : null;
+}
+
+export interface ProcessPlan {
+  api: number;
+  worker: boolean;
+  lowerApi: boolean;
 }
 
 /**
- * How many steps of niceness below the delivery process the API processes run when serve starts
- * both (5: a weight about a third of the delivery process's). When only the API has work it takes
- * every core all the same; when both have, the delivery process gets its core and the API
- * processes share the others, as one API process per other core would.
+ * How many steps of niceness below the delivery process the API processes run where they are as
+ * many as the cores (5: a weight about a third of the delivery process's). When only the API has
+ * work it takes every core all the same; when both have, the delivery process gets its core and
+ * the API processes share the others, as one API process per other core would.
  */
 export const API_NICENESS = 5;
 
@@ -129,7 +138,7 @@ interface Slot {
   restartDelayMs: number;
 }
 
-export async function superviseServe(config: Readonly<Config>, plan: { api: number; worker: boolean }, log: Logger): Promise<number> {
+export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan, log: Logger): Promise<number> {
   // The supervisor loads none of the service (it stays a few tens of MiB). The first API process
   // starts first and applies the migrations (and is the first to log its url); the others start
   // once it is ready, so two processes never race to migrate one database.
@@ -201,7 +210,7 @@ export async function superviseServe(config: Readonly<Config>, plan: { api: numb
       if (message?.type === 'ready') {
         slot.ready = true;
         // Once it is ready, so that every thread it starts with is there to be lowered.
-        if (slot.role === 'api' && plan.worker && child.pid !== undefined) lowerPriority(child.pid, API_NICENESS);
+        if (slot.role === 'api' && plan.lowerApi && child.pid !== undefined) lowerPriority(child.pid, API_NICENESS);
         if (slot === firstApi) apiUrl = message.url;
         if (message.role === 'worker') workerBackground = message.background;
         if (slot === firstApi && !announced && !stopping) for (const other of slots) if (!other.child) start(other);

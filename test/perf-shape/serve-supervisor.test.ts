@@ -5,8 +5,10 @@
 //   - By default on SQLite (explicitly with --processes 2 on PostgreSQL) it announces role all with
 //     two child pids; a message sent to the API process is delivered by the other, woken through
 //     the supervisor (the idle poll is set to 10 minutes, so only the relayed wake-up can explain a
-//     delivery within the bound). Every thread of the API process runs API_NICENESS steps below
-//     the supervisor's priority, the delivery process's at it.
+//     delivery within the bound).
+//   - As many API processes as cores: every thread of theirs (the acceptance thread, started for a
+//     send, among them) runs API_NICENESS steps below the supervisor's priority, the delivery
+//     process's at it; with fewer, all at it.
 //   - kill -9 of the supervisor leaves no child behind; SIGTERM stops all three with exit 0.
 //   - --processes 1 runs everything in one process, as before.
 //   - --role api --api-processes 2: two API processes share the one port, connections handed out
@@ -16,6 +18,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -46,6 +49,11 @@ async function waitGone(pids: number[], limitMs: number): Promise<number[]> {
     await new Promise((r) => setTimeout(r, 50));
   }
   return pids.filter(alive);
+}
+
+/** The niceness of every thread of a process. */
+function threadNiceness(pid: number): number[] {
+  return fs.readdirSync(`/proc/${pid}/task`).map((tid) => os.getPriority(Number(tid)));
 }
 
 function childPids(line: Record<string, unknown>): number[] {
@@ -106,6 +114,17 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     });
     assert.equal(r.status, 200, await r.text());
   };
+  const sendOnNewConnection = (url: string, to: string) =>
+    new Promise<void>((resolve, reject) => {
+      const body = JSON.stringify({ api_key: projectKey, uid: to, arguments: { recipients: to, headers: { from: 'a@posthorn.test', subject: 's' }, content: { 'text/plain': 'x' } } });
+      const request = http.request(`${url}/v.1.0/send_message.json`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json' } }, (response) => {
+        let text = '';
+        response.on('data', (d) => (text += d));
+        response.on('end', () => (response.statusCode === 200 ? resolve() : reject(new Error(`${response.statusCode} ${text}`))));
+      });
+      request.on('error', reject);
+      request.end(body);
+    });
   const waitDelivered = async (to: string, proc: PosthornProcess) => {
     const deadline = Date.now() + DELIVERY_LIMIT_MS;
     while (!delivered.includes(to)) {
@@ -128,17 +147,30 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     assert.ok(!nodeArgs(serve.pid).some((a) => a.includes('semi-space')));
     await send(running.url as string, 'one@sink.test');
     await waitDelivered('one@sink.test', serve);
-    // Every thread of the API process (its acceptance thread, started for the send, among them)
-    // runs API_NICENESS steps below the supervisor's priority; the delivery process's at it.
-    const [worker, api] = pids;
-    const base = os.getPriority(serve.pid);
-    const threadNiceness = (pid: number) => fs.readdirSync(`/proc/${pid}/task`).map((tid) => os.getPriority(Number(tid)));
-    const apiThreads = threadNiceness(api);
-    assert.ok(apiThreads.length > 1, 'the API process has threads');
-    assert.deepEqual(new Set(apiThreads), new Set([Math.min(19, base + API_NICENESS)]), `API threads: ${apiThreads.join(' ')}`);
-    assert.deepEqual(new Set(threadNiceness(worker)), new Set([base]));
+    // Fewer API processes than cores (one, on 2 cores): all at the supervisor's priority.
+    if (os.availableParallelism() > 1) for (const pid of pids) assert.deepEqual(new Set(threadNiceness(pid)), new Set([os.getPriority(serve.pid)]));
     await serve.kill();
     assert.deepEqual(await waitGone(pids, EXIT_LIMIT_MS), [], 'children outlived the supervisor');
+  });
+
+  const cores = os.availableParallelism();
+  it('as many API processes as cores run below the delivery process\'s priority', { skip: cores > 4 ? `${cores} cores: as many API processes would be too many for a test` : false }, async () => {
+    const serve = startPosthorn('serve', [...supervisedArgs(), '--api-processes', String(cores), '--processes', '2'], env);
+    const running = await serve.waitForLog((l) => l.msg === 'posthorn is running', 'startup');
+    const [worker, ...apis] = childPids(running);
+    assert.equal(apis.length, cores, JSON.stringify(running));
+    // One connection each, handed out in turn: every API process accepts one and so has started its
+    // acceptance thread.
+    for (let i = 0; i < cores; i++) await sendOnNewConnection(running.url as string, `lowered${i}@sink.test`);
+    for (let i = 0; i < cores; i++) await waitDelivered(`lowered${i}@sink.test`, serve);
+    const base = os.getPriority(serve.pid);
+    for (const api of apis) {
+      const threads = threadNiceness(api);
+      assert.ok(threads.length > 1, 'the API process has threads');
+      assert.deepEqual(new Set(threads), new Set([Math.min(19, base + API_NICENESS)]), `API process ${api}: ${threads.join(' ')}`);
+    }
+    assert.deepEqual(new Set(threadNiceness(worker)), new Set([base]));
+    await serve.stop();
   });
 
   it('restarts a child that dies, and stops everything with exit 0 on SIGTERM', async () => {
