@@ -39,9 +39,10 @@ export const SUPERVISED_ENV = 'POSTHORN_SUPERVISED';
 /** Set for an API process that has sibling API processes: its /metrics gathers theirs too. */
 export const API_SIBLINGS_ENV = 'POSTHORN_API_SIBLINGS';
 /**
- * Set for an API process beside a supervised delivery process: it sends its wake-ups here, to be
- * relayed to that process. Only the delivery process listens for them (its jobs); without one
- * (--role api) they would go nowhere, at an IPC message every few milliseconds under load.
+ * Set for an API process beside a supervised delivery process on SQLite: it sends its wake-ups
+ * here, to be relayed to that process. Only the delivery process listens for them (its jobs);
+ * without one (--role api) they would go nowhere, at an IPC message every few milliseconds under
+ * load, and on PostgreSQL they would double the NOTIFY the delivery process hears.
  */
 export const WAKE_RELAY_ENV = 'POSTHORN_WAKE_RELAY';
 /** How long /metrics waits for the other API processes' parts (one that hangs does not answer; one that exits is not waited for). */
@@ -146,6 +147,7 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
   const slots: Slot[] = roles.map((role) => ({ role, child: null, ready: false, startedAt: 0, restartDelayMs: RESTART_FIRST_MS }));
   const firstApi = slots.find((s) => s.role === 'api')!;
   const shareApiPort = plan.api > 1;
+  const postgres = isPostgresUrl(config.databaseUrl);
   let stopping = false;
   let announced = false;
   let settle!: (code: number) => void;
@@ -190,7 +192,8 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
       ...process.env,
       [SUPERVISED_ENV]: '1',
       ...(shareApiPort && slot.role === 'api' ? { [API_SIBLINGS_ENV]: '1' } : {}),
-      ...(plan.worker && slot.role === 'api' ? { [WAKE_RELAY_ENV]: '1' } : {}),
+      // On PostgreSQL the delivery process hears the API processes' NOTIFY itself.
+      ...(plan.worker && slot.role === 'api' && !postgres ? { [WAKE_RELAY_ENV]: '1' } : {}),
     };
     let child: ChildProcess;
     if (shareApiPort && slot.role === 'api') {
