@@ -176,7 +176,7 @@ export const serviceCommands: CliCommand[] = [
   {
     name: 'serve',
     usage: ['serve                         run the service (HTTP API and delivery workers)'],
-    description: 'Runs what --role asks for: the HTTP API (--port), the delivery, webhook and mailbox workers, and the listeners that are configured (--bounce-port, --submission-port). With --role all on SQLite and 2 or more cores it starts and supervises a delivery process and the API processes (--api-processes, by default one per other core, sharing --port; as many as the cores or more at a lower CPU priority than the delivery process) on the one database (--processes 1: everything in this process); --role api on SQLite starts one API process per core alone. Stops cleanly on SIGTERM or SIGINT. Creates the database and applies migrations at start.',
+    description: 'Runs what --role asks for: the HTTP API (--port), the delivery, webhook and mailbox workers, and the listeners that are configured (--bounce-port, --submission-port). With --role all and 2 or more cores it starts and supervises a delivery process and the API processes (--api-processes, by default one per other core, sharing --port; as many as the cores or more at a lower CPU priority than the delivery process) on the one database (--processes 1: everything in this process); --role api on SQLite starts one API process per core alone. Stops cleanly on SIGTERM or SIGINT. Creates the database and applies migrations at start.',
     run: serve,
   },
   {

@@ -64,8 +64,9 @@ const CHILD_SEMI_SPACE_MIB = 8;
 /**
  * The processes `serve` starts and supervises, or null to run in this one process:
  *
- * - --role all: split on SQLite with 2 or more cores (--processes 2 elsewhere, --processes 1 never)
- *   into a delivery process and the API processes;
+ * - --role all: split with 2 or more cores (--processes 2 on one, --processes 1 never) into a
+ *   delivery process and the API processes, on SQLite and PostgreSQL alike (on PostgreSQL end to
+ *   end +17% on 2 cores: docs/decisions/0003-performance.md, "PostgreSQL: serve splits too");
  * - --role api: the API processes alone, where there are more than one;
  * - --role worker: one process (more add nothing on one SQLite file; on PostgreSQL run several).
  *
@@ -86,7 +87,7 @@ export function planProcesses(config: Readonly<Config>): ProcessPlan | null {
   const api = config.apiProcesses ?? (postgres ? 1 : config.role === 'api' ? cores : Math.max(1, cores - 1));
   if (config.role === 'api') return api > 1 ? { api, worker: false, lowerApi: false } : null;
   if (config.role !== 'all' || config.processes === 1) return null;
-  const split = config.processes === 2 || api > 1 || (!postgres && cores >= 2);
+  const split = config.processes === 2 || api > 1 || cores >= 2;
   return split ? { api, worker: true, lowerApi: api >= cores } : null;
 }
 

@@ -1,6 +1,6 @@
 // Which processes `serve` starts (cli/supervisor.ts planProcesses; docs/operations.md, "Processes"):
 // on SQLite every core by default (a delivery process and an API process per other core; with
-// --role api an API process per core); on PostgreSQL one process unless asked.
+// --role api an API process per core); on PostgreSQL a delivery process and one API process.
 import assert from 'node:assert/strict';
 import os from 'node:os';
 import { describe, it } from 'node:test';
@@ -31,10 +31,11 @@ describe('serve: the processes it starts', () => {
     assert.deepEqual(plan('--processes', '2', '--api-processes', '1'), { api: 1, worker: true, lowerApi: cores <= 1 });
   });
 
-  it('a worker is one process; PostgreSQL is one process unless asked', () => {
+  it('a worker is one process; on PostgreSQL one API process and the delivery process unless asked', () => {
     assert.equal(plan('--role', 'worker'), null);
     assert.equal(plan('--role', 'worker', '--api-processes', '4'), null);
-    assert.equal(plan(...PG), null);
+    assert.deepEqual(plan(...PG), cores >= 2 ? { api: 1, worker: true, lowerApi: false } : null);
+    assert.equal(plan(...PG, '--processes', '1'), null);
     assert.equal(plan(...PG, '--role', 'api'), null);
     assert.deepEqual(plan(...PG, '--processes', '2'), { api: 1, worker: true, lowerApi: cores <= 1 });
     assert.deepEqual(plan(...PG, '--role', 'api', '--api-processes', '4'), { api: 4, worker: false, lowerApi: false });
