@@ -80,21 +80,25 @@ const CHILD_SEMI_SPACE_MIB = 8;
  * cores or more, the API processes run at a lower CPU priority (API_NICENESS), so that the
  * delivery process keeps its core when both have work. With fewer (the default) they do not
  * crowd it, and run at its priority.
+ *
+ * relayWakes: API processes beside a supervised delivery process send their wake-ups through the
+ * supervisor to it on SQLite, which has no LISTEN/NOTIFY; on PostgreSQL it hears their NOTIFY.
  */
 export function planProcesses(config: Readonly<Config>): ProcessPlan | null {
   const postgres = isPostgresUrl(config.databaseUrl);
   const cores = os.availableParallelism();
   const api = config.apiProcesses ?? (postgres ? 1 : config.role === 'api' ? cores : Math.max(1, cores - 1));
-  if (config.role === 'api') return api > 1 ? { api, worker: false, lowerApi: false } : null;
+  if (config.role === 'api') return api > 1 ? { api, worker: false, lowerApi: false, relayWakes: false } : null;
   if (config.role !== 'all' || config.processes === 1) return null;
   const split = config.processes === 2 || api > 1 || cores >= 2;
-  return split ? { api, worker: true, lowerApi: api >= cores } : null;
+  return split ? { api, worker: true, lowerApi: api >= cores, relayWakes: !postgres } : null;
 }
 
 export interface ProcessPlan {
   api: number;
   worker: boolean;
   lowerApi: boolean;
+  relayWakes: boolean;
 }
 
 /**
@@ -148,7 +152,6 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
   const slots: Slot[] = roles.map((role) => ({ role, child: null, ready: false, startedAt: 0, restartDelayMs: RESTART_FIRST_MS }));
   const firstApi = slots.find((s) => s.role === 'api')!;
   const shareApiPort = plan.api > 1;
-  const postgres = isPostgresUrl(config.databaseUrl);
   let stopping = false;
   let announced = false;
   let settle!: (code: number) => void;
@@ -193,8 +196,7 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
       ...process.env,
       [SUPERVISED_ENV]: '1',
       ...(shareApiPort && slot.role === 'api' ? { [API_SIBLINGS_ENV]: '1' } : {}),
-      // On PostgreSQL the delivery process hears the API processes' NOTIFY itself.
-      ...(plan.worker && slot.role === 'api' && !postgres ? { [WAKE_RELAY_ENV]: '1' } : {}),
+      ...(plan.relayWakes && slot.role === 'api' ? { [WAKE_RELAY_ENV]: '1' } : {}),
     };
     let child: ChildProcess;
     if (shareApiPort && slot.role === 'api') {

@@ -106,24 +106,21 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
+  const sendBody = (to: string) =>
+    JSON.stringify({ api_key: projectKey, uid: to, arguments: { recipients: to, headers: { from: 'a@posthorn.test', subject: 's' }, content: { 'text/plain': 'x' } } });
   const send = async (url: string, to: string) => {
-    const r = await fetch(`${url}/v.1.0/send_message.json`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ api_key: projectKey, uid: to, arguments: { recipients: to, headers: { from: 'a@posthorn.test', subject: 's' }, content: { 'text/plain': 'x' } } }),
-    });
+    const r = await fetch(`${url}/v.1.0/send_message.json`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: sendBody(to) });
     assert.equal(r.status, 200, await r.text());
   };
   const sendOnNewConnection = (url: string, to: string) =>
     new Promise<void>((resolve, reject) => {
-      const body = JSON.stringify({ api_key: projectKey, uid: to, arguments: { recipients: to, headers: { from: 'a@posthorn.test', subject: 's' }, content: { 'text/plain': 'x' } } });
       const request = http.request(`${url}/v.1.0/send_message.json`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json' } }, (response) => {
         let text = '';
         response.on('data', (d) => (text += d));
         response.on('end', () => (response.statusCode === 200 ? resolve() : reject(new Error(`${response.statusCode} ${text}`))));
       });
       request.on('error', reject);
-      request.end(body);
+      request.end(sendBody(to));
     });
   const waitDelivered = async (to: string, proc: PosthornProcess) => {
     const deadline = Date.now() + DELIVERY_LIMIT_MS;
