@@ -381,6 +381,7 @@ async function measureEndToEnd(
         id: '7a', name: 'Peak RSS of the service during 4', unit: 'MiB', value: rss?.peak ?? null, runs: [],
         postfix: postfixRss === null ? null : { label: 'Postfix processes, summed PSS, during 2', value: postfixRss },
         target: '< 512 MiB', met: rss ? rss.peak < 512 : null,
+        ...(service.processes > 1 ? { note: `summed over the processes: ${service.peaks().map((p) => p.toFixed(0)).join(' + ')} MiB (supervisor, then its children)` } : {}),
       });
     }
   });

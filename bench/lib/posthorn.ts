@@ -57,6 +57,8 @@ export interface Service {
   pid: number;
   /** VmRSS and VmHWM (peak) of the service process, MiB */
   rss(): { rss: number; peak: number } | null;
+  /** VmHWM (peak) of each process, MiB, the supervisor first (the sum is rss().peak) */
+  peaks(): number[];
   /** 1, or 3 for a supervised serve (the supervisor, the API and the delivery process) */
   processes: number;
   /** CPU seconds the service process has used so far */
@@ -142,6 +144,7 @@ export async function serve(instance: Instance, opts: ServeOptions = {}): Promis
     pid,
     processes: pids.length,
     rss: () => sum(readRssMiB),
+    peaks: () => pids.map((p) => readRssMiB(p)?.peak ?? NaN),
     cpuSeconds: () => pids.reduce((acc, p) => acc + (readCpuSeconds(p) ?? NaN), 0),
     sched: () => sum(readSchedstat),
     stop: async () => {
