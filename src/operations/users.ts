@@ -2,12 +2,14 @@
 // project-scoped, sees only that project. Passwords are hashed with scrypt (memory-hard, node:crypto)
 // and never stored or logged; a session is a random token in an HttpOnly cookie of which only the
 // SHA-256 is stored, with its own CSRF token, expiring SESSION_TTL_MS after sign-in.
-import { createHash, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { createHash, hash, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 import { ApiError } from '../domain/errors.ts';
 import type { Services } from '../services.ts';
 import { findAccountById, findAccountByUid } from '../storage/accounts.ts';
 import type { DashboardUser } from '../storage/dashboard-schema.ts';
 import {
+  clearSignInFailures,
+  countSignInFailures,
   deleteExpiredSessions,
   deleteSession,
   deleteUserSessions,
@@ -17,6 +19,7 @@ import {
   insertUser,
   listUsersOfAccount,
   markSignedIn,
+  recordSignInFailures,
   updateUserPassword,
 } from '../storage/dashboard-users.ts';
 import { findProjectById, findProjectByUid, listProjects } from '../storage/projects.ts';
@@ -34,7 +37,7 @@ export const MAX_PASSWORD_CHARS = 200;
 const MAX_EMAIL_CHARS = 254;
 
 /** Sign-in failures allowed per window, per client address and per user email. */
-export const SIGN_IN_LIMITS = Object.freeze({ windowMs: 15 * 60_000, perAddress: 20, perEmail: 5, trackedKeys: 10_000 });
+export const SIGN_IN_LIMITS = Object.freeze({ windowMs: 15 * 60_000, perAddress: 20, perEmail: 5 });
 
 function scryptAsync(password: string, salt: Buffer, opts: ScryptOptions): Promise<Buffer> {
   return new Promise((resolve, reject) => scrypt(password, salt, SCRYPT_KEY_BYTES, opts, (err, key) => (err ? reject(err) : resolve(key))));
@@ -129,35 +132,12 @@ export async function resetPassword(services: Services, input: { email: string; 
 }
 
 /**
- * Counts sign-in failures per key in fixed windows, in memory (per process), bounded: beyond
- * trackedKeys the oldest key is forgotten. A restart forgets the counts; the scrypt cost still
- * bounds guessing to a few per second per core.
+ * The throttle's keys of a sign-in: the client address and the email typed, each as a SHA-256 (the
+ * table holds neither in clear). Counted in the database (migration 170), so every API process of
+ * the service sees the same counts and a restart forgets none.
  */
-class SignInThrottle {
-  private readonly failures = new Map<string, { count: number; since: number }>();
-  isBlocked(key: string, limit: number, now: number): boolean {
-    const entry = this.failures.get(key);
-    if (!entry || now - entry.since >= SIGN_IN_LIMITS.windowMs) return false;
-    return entry.count >= limit;
-  }
-  recordFailure(key: string, now: number): void {
-    const entry = this.failures.get(key);
-    if (!entry || now - entry.since >= SIGN_IN_LIMITS.windowMs) {
-      this.failures.delete(key);
-      if (this.failures.size >= SIGN_IN_LIMITS.trackedKeys) this.failures.delete(this.failures.keys().next().value!);
-      this.failures.set(key, { count: 1, since: now });
-    } else entry.count += 1;
-  }
-  clear(key: string): void {
-    this.failures.delete(key);
-  }
-}
-
-const throttles = new WeakMap<Services, SignInThrottle>();
-function throttleOf(services: Services): SignInThrottle {
-  let t = throttles.get(services);
-  if (!t) throttles.set(services, (t = new SignInThrottle()));
-  return t;
+function throttleKeys(clientAddress: string, email: string): { address: string; email: string } {
+  return { address: `a:${hash('sha256', clientAddress)}`, email: `e:${hash('sha256', email)}` };
 }
 
 export class SignInRefused extends Error {
@@ -176,26 +156,25 @@ export interface NewSession {
 /** Signs a user in: the password is checked, a session row written; failures are counted. */
 export async function signIn(services: Services, input: { email: string; password: string; clientAddress: string }): Promise<NewSession> {
   const now = services.clock.now();
-  const throttle = throttleOf(services);
   const email = input.email.trim().toLowerCase().slice(0, MAX_EMAIL_CHARS);
-  const addressKey = `a:${input.clientAddress}`;
-  const emailKey = `e:${email}`;
-  if (throttle.isBlocked(addressKey, SIGN_IN_LIMITS.perAddress, now) || throttle.isBlocked(emailKey, SIGN_IN_LIMITS.perEmail, now)) {
+  const keys = throttleKeys(input.clientAddress, email);
+  const windowStart = now - SIGN_IN_LIMITS.windowMs;
+  const failures = await countSignInFailures(services.store.db, [keys.address, keys.email], windowStart);
+  if ((failures.get(keys.address) ?? 0) >= SIGN_IN_LIMITS.perAddress || (failures.get(keys.email) ?? 0) >= SIGN_IN_LIMITS.perEmail) {
     throw new SignInRefused('throttled');
   }
   const user = await findUserByEmail(services.store.db, email);
   // An unknown email costs the same hash as a known one, so timing does not tell them apart.
   const ok = user ? await verifyPassword(input.password.slice(0, MAX_PASSWORD_CHARS), user.password_hash) : (await hashPassword(input.password.slice(0, MAX_PASSWORD_CHARS)), false);
   if (!user || !ok) {
-    throttle.recordFailure(addressKey, now);
-    throttle.recordFailure(emailKey, now);
+    await services.store.write((trx) => recordSignInFailures(trx, [keys.address, keys.email], now, windowStart));
     throw new SignInRefused('invalid');
   }
-  throttle.clear(emailKey);
   const token = randomBytes(32).toString('base64url');
   const csrfToken = randomBytes(24).toString('base64url');
   const expiresAt = now + SESSION_TTL_MS;
   await services.store.write(async (trx) => {
+    await clearSignInFailures(trx, keys.email);
     await deleteExpiredSessions(trx, now);
     await insertSession(trx, { userId: user.id, tokenHash: hashToken(token), csrfToken, now, expiresAt });
     await markSignedIn(trx, user.id, now);

@@ -29,3 +29,12 @@ export interface DashboardSessionsTable {
 
 export type DashboardUser = Selectable<DashboardUsersTable>;
 export type DashboardSession = Selectable<DashboardSessionsTable>;
+
+/** Sign-in failures in the current window of one key (migration 170, operations/users.ts). */
+export interface SignInFailuresTable {
+  /** "a:" or "e:" and the hex SHA-256 of the client address or the email typed */
+  key: string;
+  count: number;
+  /** when the key's window began (its first failure in it) */
+  since: number;
+}

@@ -1,5 +1,6 @@
-// The dashboard's users and sessions (migration 100). Plain lookups and writes; the rules (hashing,
-// expiry, scoping) are operations/users.ts's.
+// The dashboard's users and sessions (migration 100) and the sign-in throttle's counts (migration
+// 170). Plain lookups and writes; the rules (hashing, expiry, scoping, limits) are
+// operations/users.ts's.
 import type { DashboardSession, DashboardUser } from './dashboard-schema.ts';
 import type { Tx } from './store.ts';
 import { insertedOrDuplicate, type Duplicate } from './duplicates.ts';
@@ -68,4 +69,30 @@ export async function deleteExpiredSessions(db: Tx, now: number): Promise<void> 
 /** The users of an account, by email. */
 export async function listUsersOfAccount(db: Tx, accountId: number): Promise<DashboardUser[]> {
   return db.selectFrom('dashboard_users').selectAll().where('account_id', '=', accountId).orderBy('email').execute();
+}
+
+/** The failures counted for each of `keys` in windows that began after `windowStart`. */
+export async function countSignInFailures(db: Tx, keys: readonly string[], windowStart: number): Promise<Map<string, number>> {
+  const rows = await db.selectFrom('sign_in_failures').select(['key', 'count']).where('key', 'in', keys).where('since', '>', windowStart).execute();
+  return new Map(rows.map((r) => [r.key, Number(r.count)]));
+}
+
+/**
+ * One more failure for each key: counted in its window, or the first of a new window where the old
+ * one began at or before `windowStart`. Rows of windows past are removed first, so the table holds
+ * only the keys that failed within the last window.
+ */
+export async function recordSignInFailures(db: Tx, keys: readonly string[], now: number, windowStart: number): Promise<void> {
+  await db.deleteFrom('sign_in_failures').where('since', '<=', windowStart).execute();
+  for (const key of keys) {
+    await db
+      .insertInto('sign_in_failures')
+      .values({ key, count: 1, since: now })
+      .onConflict((oc) => oc.column('key').doUpdateSet({ count: (eb) => eb('sign_in_failures.count', '+', 1) }))
+      .execute();
+  }
+}
+
+export async function clearSignInFailures(db: Tx, key: string): Promise<void> {
+  await db.deleteFrom('sign_in_failures').where('key', '=', key).execute();
 }

@@ -230,6 +230,7 @@ export interface Database {
   inbound_emails: import('./outbound-schema.ts').InboundEmailsTable;
   dashboard_users: import('./dashboard-schema.ts').DashboardUsersTable;
   dashboard_sessions: import('./dashboard-schema.ts').DashboardSessionsTable;
+  sign_in_failures: import('./dashboard-schema.ts').SignInFailuresTable;
   worker_processes: WorkerProcessesTable;
 }
 

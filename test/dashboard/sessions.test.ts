@@ -41,4 +41,32 @@ describe('dashboard sessions over time', () => {
     clock.advance(SIGN_IN_LIMITS.windowMs);
     assert.equal((await client.signIn('slow@example.test', password)).status, 303);
   });
+
+  it('failures counted by one process count in every other on the database, and outlive a restart; no email or address is stored in clear', async () => {
+    const { password } = await createUser(t.app.services, { accountUid: seed.accountUid, email: 'shared@example.test' });
+    const onSameDatabase = () => startTestApp({ clock, config: { data: t.dataDir, databaseUrl: t.app.services.config.databaseUrl } });
+    const other = await onSameDatabase();
+    try {
+      for (let i = 0; i < SIGN_IN_LIMITS.perEmail; i++) {
+        const through = i % 2 === 0 ? t.url : other.url;
+        assert.equal((await new SessionClient(through).signIn('shared@example.test', 'wrong-password!')).status, 401);
+      }
+      assert.equal((await new SessionClient(t.url).signIn('shared@example.test', password)).status, 429);
+      assert.equal((await new SessionClient(other.url).signIn('shared@example.test', password)).status, 429);
+    } finally {
+      await other.close();
+    }
+    const restarted = await onSameDatabase();
+    try {
+      assert.equal((await new SessionClient(restarted.url).signIn('shared@example.test', password)).status, 429);
+    } finally {
+      await restarted.close();
+    }
+    const rows = await t.app.services.store.db.selectFrom('sign_in_failures').select('key').execute();
+    assert.ok(rows.length >= 2);
+    for (const { key } of rows) {
+      assert.match(key, /^[ae]:[0-9a-f]{64}$/);
+      assert.ok(!key.includes('shared@example.test') && !key.includes('127.0.0.1'));
+    }
+  });
 });
