@@ -175,7 +175,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'accessLog', flag: 'access-log', env: 'POSTHORN_ACCESS_LOG', kind: 'bool', doc: 'Log one line per HTTP request (method, path, status, duration, request id; never bodies or keys) (default false).' },
   { key: 'logAddresses', flag: 'log-addresses', env: 'POSTHORN_LOG_ADDRESSES', kind: 'bool', doc: 'Name full recipient addresses in delivery log lines; by default only their domain is logged (default false).' },
   { key: 'retentionDays', flag: 'retention-days', env: 'POSTHORN_RETENTION_DAYS', kind: 'int', doc: 'Days messages, their transmissions, attempts, events and outbound requests are kept before the purge deletes them; a project\'s retention_days setting overrides it; 0 keeps everything (default 90).' },
-  { key: 'rateLimitPerKey', flag: 'rate-limit-per-key', env: 'POSTHORN_RATE_LIMIT_PER_KEY', kind: 'string', doc: 'Requests per API key, "N/window" such as "600/1m" or "20/s"; over it the API answers 429 too_many_requests with Retry-After (default off). Counted by each API process: with serve\'s several API processes (--api-processes) a key gets up to that many times the rate.' },
+  { key: 'rateLimitPerKey', flag: 'rate-limit-per-key', env: 'POSTHORN_RATE_LIMIT_PER_KEY', kind: 'string', doc: 'Requests per API key, "N/window" such as "600/1m" or "20/s"; over it the API answers 429 too_many_requests with Retry-After (default off). Shared by the processes of one serve (each tells the others what it took every 50 ms); separate services on one PostgreSQL count each their own.' },
 ];
 
 const ROLES = ['all', 'api', 'worker'];

@@ -41,10 +41,12 @@ const serve: Command = async ({ config }) => {
   }
   const log = app.services.log;
   const background = app.background.map((b) => b.name);
+  let stopSharing = () => {};
   if (supervised) {
     if (process.env[WAKE_RELAY_ENV] === '1') sendWakes(app.services.store);
     if (config.role === 'worker') receiveWakes(app.services.store);
     if (process.env[API_SIBLINGS_ENV] === '1') await gatherSiblingMetrics(app.services);
+    stopSharing = await shareRateLimits(app.services);
     process.send!({ type: 'ready', role: config.role, url: app.url, background });
     log.info({ url: app.url, role: config.role, background }, 'posthorn process is running');
   } else {
@@ -63,6 +65,7 @@ const serve: Command = async ({ config }) => {
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+  stopSharing();
   await app.close();
   if (supervised) process.disconnect?.();
   return 0;
@@ -132,6 +135,22 @@ async function gatherSiblingMetrics(services: Services): Promise<void> {
       waiting.get(message.id)?.(message.parts);
     }
   });
+}
+
+/**
+ * --rate-limit-per-key across the processes of one serve (operations/rate-limits.ts): what this
+ * process takes goes to the supervisor, which passes it to the others; what they take comes back.
+ */
+async function shareRateLimits(services: Services): Promise<() => void> {
+  const { shareKeyTokens, takeKeyTokensTakenElsewhere } = await import('../operations/rate-limits.ts');
+  const stop = shareKeyTokens(services, (taken) => {
+    if (process.connected) process.send!({ type: 'rate-taken', taken } satisfies SupervisorMessage, () => {});
+  });
+  process.on('message', (raw) => {
+    const message = raw as SupervisorMessage;
+    if (message?.type === 'rate-taken' && Array.isArray(message.taken)) takeKeyTokensTakenElsewhere(services, message.taken);
+  });
+  return stop;
 }
 
 /** The least time between two relayed wake-ups of the processes (per process, all channels). */

@@ -32,7 +32,9 @@ export type SupervisorMessage =
   | { type: 'metrics-request'; id: number }
   | { type: 'metrics-collect'; id: number }
   | { type: 'metrics-part'; id: number; metrics: unknown[] }
-  | { type: 'metrics-parts'; id: number; parts: unknown[][] };
+  | { type: 'metrics-parts'; id: number; parts: unknown[][] }
+  // --rate-limit-per-key: the tokens one process took, by key, passed to the others (operations/rate-limits.ts).
+  | { type: 'rate-taken'; taken: Array<[string, number]> };
 
 /** The environment variable a supervised child is started with. */
 export const SUPERVISED_ENV = 'POSTHORN_SUPERVISED';
@@ -231,6 +233,8 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
         // is relayed (EPIPE): it is restarted and claims on start, so the wake is not needed
         // there; the callback keeps the error off the child's 'error' event.
         for (const other of slots) if (other.role === 'worker' && other.child?.connected) other.child.send(message, () => {});
+      } else if (message?.type === 'rate-taken') {
+        for (const other of slots) if (other.child && other.child !== child && other.ready && other.child.connected) other.child.send(message, () => {});
       } else if (message?.type === 'metrics-request') {
         const id = ++gatherSequence;
         const others = readyApis().filter((other) => other !== child);

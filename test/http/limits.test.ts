@@ -7,7 +7,7 @@ import { StoreUnavailableError } from '../../src/domain/errors.ts';
 import { MAX_ARGUMENT_DEPTH, MAX_ARRAY_ITEMS } from '../../src/http/api/argument-policy.ts';
 import { apiErrorOf } from '../../src/http/api/envelope.ts';
 import { ALL_METHODS } from '../../src/http/api/methods/index.ts';
-import { parseRateLimit } from '../../src/operations/rate-limits.ts';
+import { parseRateLimit, shareKeyTokens, takeKeyTokensTakenElsewhere } from '../../src/operations/rate-limits.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 
 const NUL = '\u0000';
@@ -107,6 +107,36 @@ describe('per-key rate limit', () => {
     // Its sends are refused too, and nothing is stored.
     assert.equal((await t.call('send_message', { api_key: seed.projectKey, arguments: { recipients: 'a@example.com', content: 'x' } })).status, 429);
     assert.equal((await t.call('get_method_list', { api_key: seed.accountKey })).status, 200);
+  });
+
+  it('is shared: what another process took is taken here, and what is taken here is sent to the others', async () => {
+    // The API key's bucket name as the API takes it is the plugin's: learn it from what is sent.
+    const sent: Array<Array<[string, number]>> = [];
+    let sentOne: () => void = () => {};
+    const stop = shareKeyTokens(t.app.services, (taken) => {
+      sent.push(taken);
+      sentOne();
+    });
+    try {
+      const firstSend = new Promise<void>((resolve) => (sentOne = resolve));
+      assert.equal((await t.call('get_method_list', { api_key: seed.accountKey })).status, 200);
+      // Sent within SHARE_EVERY_MS (operations/rate-limits.ts); a bounded wait for it.
+      await Promise.race([firstSend, new Promise((_, reject) => setTimeout(() => reject(new Error('nothing shared within 5 s')), 5000).unref())]);
+      assert.equal(sent.length, 1);
+      const [[keyId, count]] = sent[0];
+      assert.equal(count, 1);
+      // Two more taken elsewhere (the key of 3 an hour was used once before this test): spent here too.
+      takeKeyTokensTakenElsewhere(t.app.services, [[keyId, 2]]);
+      const over = await t.call('get_method_list', { api_key: seed.accountKey });
+      assert.equal(over.status, 429);
+      // A token is back after a third of the hour; what was taken elsewhere counts in the wait.
+      takeKeyTokensTakenElsewhere(t.app.services, [[keyId, 3]]);
+      assert.ok(Number((await t.call('get_method_list', { api_key: seed.accountKey })).headers.get('retry-after')) > 1200);
+      // Nonsense from a peer changes nothing and throws nothing.
+      takeKeyTokensTakenElsewhere(t.app.services, [[keyId, -5], [keyId, Number.NaN], [42 as unknown as string, 1]]);
+    } finally {
+      stop();
+    }
   });
 
   it('is off by default, and its option is read as N/window', async () => {

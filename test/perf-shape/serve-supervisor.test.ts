@@ -14,7 +14,8 @@
 //   - --role api --api-processes 2: two API processes share the one port, connections handed out
 //     in turn (both answer); /metrics from either counts the requests both answered; one killed
 //     is restarted while the other goes on answering; /metrics does not wait for the part of one
-//     that dies while it is awaited.
+//     that dies while it is awaited; --rate-limit-per-key lets a key through as many times in all
+//     as it says, not that many per process.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -227,6 +228,29 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     const { code } = await serve.stop();
     assert.equal(code, 0, serve.tail());
     assert.deepEqual(await waitGone([pids[1], restarted.pid as number], EXIT_LIMIT_MS), []);
+  });
+
+  it('--rate-limit-per-key is one budget across the API processes, not one per process', async () => {
+    const LIMIT = 4;
+    const serve = startPosthorn('serve', [...supervisedArgs(), '--role', 'api', '--api-processes', '2', '--access-log', '--rate-limit-per-key', `${LIMIT}/1h`], env);
+    const running = await serve.waitForLog((l) => l.msg === 'posthorn is running', 'startup');
+    const url = running.url as string;
+    // Each request on a connection of its own (handed to the processes in turn), spaced well past
+    // the 50 ms in which a process tells the others what it let through.
+    const statuses: number[] = [];
+    for (let i = 0; i < 3 * LIMIT; i++) {
+      const r = await fetch(`${url}/v.1.0/get_method_list.json`, { method: 'POST', headers: { 'content-type': 'application/json', connection: 'close' }, body: JSON.stringify({ api_key: projectKey }) });
+      await r.text();
+      statuses.push(r.status);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    const answeredBy = new Set(serve.lines.filter((l) => l.event === 'http_request').map((l) => l.pid));
+    assert.equal(answeredBy.size, 2, 'both API processes answered');
+    // Per process it would be LIMIT each, 2 x LIMIT in all.
+    assert.equal(statuses.filter((s) => s === 200).length, LIMIT, statuses.join(' '));
+    assert.ok(statuses.slice(LIMIT).every((s) => s === 429), statuses.join(' '));
+    const { code } = await serve.stop();
+    assert.equal(code, 0, serve.tail());
   });
 
   it('/metrics does not wait for the part of an API process that dies while it is awaited', async () => {
