@@ -2,7 +2,7 @@
 // project-scoped, sees only that project. Passwords are hashed with scrypt (memory-hard, node:crypto)
 // and never stored or logged; a session is a random token in an HttpOnly cookie of which only the
 // SHA-256 is stored, with its own CSRF token, expiring SESSION_TTL_MS after sign-in.
-import { createHash, hash, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { createHash, createHmac, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 import { ApiError } from '../domain/errors.ts';
 import type { Services } from '../services.ts';
 import { findAccountById, findAccountByUid } from '../storage/accounts.ts';
@@ -132,12 +132,15 @@ export async function resetPassword(services: Services, input: { email: string; 
 }
 
 /**
- * The throttle's keys of a sign-in: the client address and the email typed, each as a SHA-256 (the
- * table holds neither in clear). Counted in the database (migration 170), so every API process of
- * the service sees the same counts and a restart forgets none.
+ * The throttle's keys of a sign-in: the client address and the email typed, each as an HMAC-SHA-256
+ * under a key derived from the service's secret key, so the table holds neither, nor anything a
+ * reader of the database could reverse by trying addresses. Counted in the database (migration
+ * 170), so every API process of the service sees the same counts and a restart forgets none.
  */
-function throttleKeys(clientAddress: string, email: string): { address: string; email: string } {
-  return { address: `a:${hash('sha256', clientAddress)}`, email: `e:${hash('sha256', email)}` };
+function throttleKeys(services: Services, clientAddress: string, email: string): { address: string; email: string } {
+  const key = services.secrets.deriveKey('posthorn sign-in throttle v1');
+  const mac = (value: string) => createHmac('sha256', key).update(value).digest('hex');
+  return { address: `a:${mac(clientAddress)}`, email: `e:${mac(email)}` };
 }
 
 export class SignInRefused extends Error {
@@ -157,7 +160,7 @@ export interface NewSession {
 export async function signIn(services: Services, input: { email: string; password: string; clientAddress: string }): Promise<NewSession> {
   const now = services.clock.now();
   const email = input.email.trim().toLowerCase().slice(0, MAX_EMAIL_CHARS);
-  const keys = throttleKeys(input.clientAddress, email);
+  const keys = throttleKeys(services, input.clientAddress, email);
   const windowStart = now - SIGN_IN_LIMITS.windowMs;
   const failures = await countSignInFailures(services.store.db, [keys.address, keys.email], windowStart);
   if ((failures.get(keys.address) ?? 0) >= SIGN_IN_LIMITS.perAddress || (failures.get(keys.email) ?? 0) >= SIGN_IN_LIMITS.perEmail) {

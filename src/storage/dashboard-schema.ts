@@ -32,7 +32,7 @@ export type DashboardSession = Selectable<DashboardSessionsTable>;
 
 /** Sign-in failures in the current window of one key (migration 170, operations/users.ts). */
 export interface SignInFailuresTable {
-  /** "a:" or "e:" and the hex SHA-256 of the client address or the email typed */
+  /** "a:" or "e:" and the hex HMAC-SHA-256 (a key derived from the secret key) of the client address or the email typed */
   key: string;
   count: number;
   /** when the key's window began (its first failure in it) */

@@ -1,7 +1,8 @@
 // The dashboard's sign-in throttle in the database (docs/dashboard.md): failures counted per key
-// (a client address or an email, each stored as a SHA-256, never in clear) in a fixed window, so
-// that every API process of a service, on one machine or many, counts the same failures and a
-// restart forgets none. Rows older than a window are removed at each failure.
+// (a client address or an email, each stored as an HMAC under a key derived from the secret key,
+// never in clear) in a fixed window, so that every API process of a service, on one machine or
+// many, counts the same failures and a restart forgets none. Rows older than a window are removed
+// at each failure.
 import type { Kysely } from 'kysely';
 import type { StoreDialect } from '../dialect.ts';
 
