@@ -9,10 +9,9 @@
 import { randomUUID } from 'node:crypto';
 import { domainToASCII } from 'node:url';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
-import addressparser from 'nodemailer/lib/addressparser/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
 import { checkRenderedHeader } from './headers.ts';
-import { buildMimeNow } from './mime-build.ts';
+import { buildMimeNow, parseAddressHeader } from './mime-build.ts';
 import type { MessagePayload } from './message-payload.ts';
 import { renderVariables, type PartKind, type Variables } from './variables.ts';
 
@@ -136,8 +135,10 @@ export function formatAddressHeader(address: string, name: string | null): strin
 
 function firstAddress(header: string | undefined): string | null {
   if (!header) return null;
-  const parsed = addressparser(header, { flatten: true });
-  return parsed[0]?.address || null;
+  type Parsed = ReturnType<typeof parseAddressHeader>;
+  // addressparser's { flatten: true }: the members of groups in place of the groups.
+  const flat = (list: Parsed): Parsed => list.flatMap((a) => (a.group ? flat(a.group) : [a]));
+  return flat(parseAddressHeader(header))[0]?.address || null;
 }
 
 /**

@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
-import { buildMimeNow, hasLongerLines, nodemailerHasLongerLines, nodemailerNormalizeHeaderKey } from '../../src/domain/mime-build.ts';
+import { buildMimeNow, hasLongerLines, nodemailerHasLongerLines, nodemailerNormalizeHeaderKey, nodemailerParseAddresses, parseAddressHeader } from '../../src/domain/mime-build.ts';
 import { prng } from '../helpers/prng.ts';
 
 type Mail = ConstructorParameters<typeof MailComposer>[0] & { baseBoundary?: string; newline?: string };
@@ -101,6 +101,26 @@ describe('MIME built directly from the compiled tree', () => {
     const names = ['content-type', 'Content-Type', 'MIME-VERSION', 'x-smtpapi', 'dkim-signature', 'arc-seal', 'bimi-selector', 'x-spf', 'x-fbl', 'message-id', 'content-md5', 'content-features', ' spaced \r\n name ', 'x-ünïcode', '', 'List-Unsubscribe-Post'];
     for (const name of [...names, ...names]) assert.equal(node._normalizeHeaderKey(name), nodemailerNormalizeHeaderKey!.call(node as never, name), name);
     for (const other of [undefined, null, 42]) assert.equal(node._normalizeHeaderKey(other), nodemailerNormalizeHeaderKey!.call(node as never, other));
+  });
+
+  it("memoises Nodemailer's address parsing: the same answers, and each caller's copy its own", () => {
+    const node = new MimeNode('text/plain') as unknown as { _parseAddresses(value: unknown): Array<{ name: string; address?: string; group?: unknown[] }> };
+    assert.ok(nodemailerParseAddresses, 'Nodemailer still has the method');
+    assert.notEqual(node._parseAddresses, nodemailerParseAddresses, 'the memoised version is installed');
+    const values = [
+      'a@example.com', 'Bench Sender <sender@example.com>', '"Doe, Jane" <jane@example.com>, bob@example.org', 'team: a@x.example, B <b@y.example>;, c@z.example',
+      '=?UTF-8?Q?J=C3=B6rg?= <j@example.com>', 'broken <unterminated', '', ' , ', 'Ünïcode Name <ü@exämple.com>', 'a@b.c (comment)',
+    ];
+    const original = (value: unknown) => nodemailerParseAddresses!.call(node as never, value);
+    for (const value of [...values, ...values]) assert.deepEqual(node._parseAddresses(value), original(value), value);
+    for (const other of [['a@b.c', 'd@e.f'], { address: 'A@B.C', name: 'x' }, undefined]) assert.deepEqual(node._parseAddresses(structuredClone(other)), original(structuredClone(other)));
+    // MimeNode normalises the addresses it was given in place: that must not reach the next caller.
+    const first = node._parseAddresses('team: a@x.example, B <b@y.example>;');
+    first[0].name = 'changed';
+    (first[0].group![0] as { address: string }).address = 'changed';
+    assert.deepEqual(node._parseAddresses('team: a@x.example, B <b@y.example>;'), original('team: a@x.example, B <b@y.example>;'));
+    // The From of a composed message is still the first address, groups flattened.
+    assert.equal(parseAddressHeader('team: a@x.example;').length, 1);
   });
 
   it("answers Nodemailer's long-line test as its RegExp does, for every kind of line end", () => {
