@@ -27,7 +27,11 @@ export interface Sink {
   port: number;
   /** messages received so far (smtp-sink's running counter) */
   count(): number;
-  /** resolves with performance.now() at the moment the counter reached target */
+  /**
+   * Resolves with performance.now() at the moment the counter reached target, also when that was
+   * before the call (a load generator may return later than the last message arrived: autocannon
+   * reports its end at its next one-second tick).
+   */
   waitForCount(target: number, timeoutMs: number): Promise<number>;
   stop(): Promise<void>;
 }
@@ -44,6 +48,19 @@ export async function startSink(): Promise<Sink> {
   args.push(`127.0.0.1:${port}`, '1024');
   const spawned = spawnChild('smtp-sink', SINK, args);
   let messages = 0;
+  /** when the counter moved: counts[i] was reached at times[i] (ascending) */
+  const counts: number[] = [];
+  const times: number[] = [];
+  const reachedAt = (target: number): number => {
+    let lo = 0;
+    let hi = counts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (counts[mid] >= target) hi = mid;
+      else lo = mid + 1;
+    }
+    return times[lo];
+  };
   let tail = '';
   const waiters: Array<{ target: number; resolve: (at: number) => void }> = [];
   spawned.child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
@@ -56,7 +73,11 @@ export async function startSink(): Promise<Sink> {
     }
     tail = text.slice(cut + 1);
     const last = /mesg=(\d+)\s*$/.exec(text.slice(0, cut));
-    if (last) messages = Number(last[1]);
+    if (last && Number(last[1]) > messages) {
+      messages = Number(last[1]);
+      counts.push(messages);
+      times.push(now);
+    }
     for (let i = waiters.length - 1; i >= 0; i--) {
       if (messages >= waiters[i].target) {
         waiters[i].resolve(now);
@@ -74,7 +95,7 @@ export async function startSink(): Promise<Sink> {
     port,
     count: () => messages,
     waitForCount(target, timeoutMs) {
-      if (messages >= target) return Promise.resolve(performance.now());
+      if (messages >= target) return Promise.resolve(target <= 0 ? performance.now() : reachedAt(target));
       return new Promise((resolve, reject) => {
         const waiter = { target, resolve: (at: number) => (clearTimeout(timer), resolve(at)) };
         const timer = setTimeout(() => {
