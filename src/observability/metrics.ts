@@ -33,9 +33,8 @@ const GROUP_SUFFIXES: ReadonlyArray<[DomainGroup, readonly string[]]> = [
   ['apple', ['icloud.com', 'me.com', 'mac.com']],
 ];
 
-function matchesSuffix(name: string, suffix: string): boolean {
-  return name === suffix || name.endsWith(`.${suffix}`);
-}
+/** Each suffix and its dotted form, built once (domainGroup runs for every delivery attempt). */
+const GROUP_MATCHERS: ReadonlyArray<[DomainGroup, ReadonlyArray<[string, string]>]> = GROUP_SUFFIXES.map(([group, suffixes]) => [group, suffixes.map((s) => [s, `.${s}`])]);
 
 /**
  * The provider group of a destination, by its MX host when known (a company domain hosted at
@@ -45,7 +44,7 @@ export function domainGroup(domain: string | null | undefined, mxHost?: string |
   for (const name of [mxHost, domain]) {
     if (!name) continue;
     const n = name.toLowerCase().replace(/\.$/, '');
-    for (const [group, suffixes] of GROUP_SUFFIXES) if (suffixes.some((s) => matchesSuffix(n, s))) return group;
+    for (const [group, suffixes] of GROUP_MATCHERS) if (suffixes.some(([bare, dotted]) => n === bare || n.endsWith(dotted))) return group;
   }
   return 'other';
 }
