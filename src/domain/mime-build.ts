@@ -40,11 +40,16 @@ const prototype = MimeNode.prototype as unknown as { _normalizeHeaderKey?: Norma
 /** Nodemailer's own normalisation, unmemoised (undefined if a future version drops the method). */
 export const nodemailerNormalizeHeaderKey = prototype._normalizeHeaderKey;
 const MAX_MEMOISED_NAMES = 10_000;
+/**
+ * Only short strings are memoised (names and addresses are short; content is attacker-controlled,
+ * and 10,000 long ones would hold their size many times over).
+ */
+const MAX_MEMOISED_LENGTH = 256;
 if (nodemailerNormalizeHeaderKey) {
   const original = nodemailerNormalizeHeaderKey;
   const names = new Map<string, string>();
   prototype._normalizeHeaderKey = function memoisedNormalizeHeaderKey(this: MimeNode, key: unknown): string {
-    if (typeof key !== 'string') return original.call(this, key);
+    if (typeof key !== 'string' || key.length > MAX_MEMOISED_LENGTH) return original.call(this, key);
     let normalised = names.get(key);
     if (normalised === undefined) {
       normalised = original.call(this, key);
@@ -75,6 +80,7 @@ function copyAddresses(list: readonly ParsedAddress[]): ParsedAddress[] {
 
 /** addressparser's answer for one header value, from the memo: a fresh copy the caller may change. */
 export function parseAddressHeader(value: string): ParsedAddress[] {
+  if (value.length > MAX_MEMOISED_LENGTH) return addressparser(value) as ParsedAddress[];
   let parsed = parsedAddresses.get(value);
   if (parsed === undefined) {
     parsed = addressparser(value) as ParsedAddress[];

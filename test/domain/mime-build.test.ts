@@ -112,6 +112,8 @@ describe('MIME built directly from the compiled tree', () => {
     const values = [
       'a@example.com', 'Bench Sender <sender@example.com>', '"Doe, Jane" <jane@example.com>, bob@example.org', 'team: a@x.example, B <b@y.example>;, c@z.example',
       '=?UTF-8?Q?J=C3=B6rg?= <j@example.com>', 'broken <unterminated', '', ' , ', 'Ünïcode Name <ü@exämple.com>', 'a@b.c (comment)',
+      // longer than what is memoised: parsed each time, the same answer
+      `${'Very Long Name '.repeat(30)}<long@example.com>, ${Array.from({ length: 40 }, (_, i) => `r${i}@example.org`).join(', ')}`,
     ];
     const original = (value: unknown) => nodemailerParseAddresses!.call(node as never, value);
     for (const value of [...values, ...values]) assert.deepEqual(node._parseAddresses(value), original(value), value);
