@@ -23,11 +23,27 @@ interface Prepared {
 }
 
 /**
- * Row counts cached per shape (a handful of SQL strings): up to 16, and the powers of two up to
- * 256 that batches chunked by storage/delivery-queue.ts powerOfTwoChunks come in; other counts are
- * compiled each time.
+ * Row counts compiled once per shape (a handful of SQL strings): up to 16, and the powers of two up
+ * to MAX_ROWS_PER_STATEMENT. Other counts are inserted in chunks of those sizes (powerOfTwoChunks):
+ * a statement's text depends on its row count, and statements are prepared and cached by text
+ * (dialects/sqlite.ts), so a batch of any size runs statements already prepared.
  */
-const isCachedRowCount = (rows: number) => rows <= 16 || (rows <= 256 && (rows & (rows - 1)) === 0);
+const isCachedRowCount = (rows: number) => rows <= 16 || (rows <= MAX_ROWS_PER_STATEMENT && (rows & (rows - 1)) === 0);
+/** Rows per INSERT at most: with a dozen columns, far below SQLite's and PostgreSQL's parameter limits. */
+const MAX_ROWS_PER_STATEMENT = 128;
+
+/** Splits rows into chunks whose sizes are powers of two (37 -> 32, 4, 1), at most `max` each. */
+export function powerOfTwoChunks<T>(rows: readonly T[], max: number): T[][] {
+  const chunks: T[][] = [];
+  let i = 0;
+  while (i < rows.length) {
+    let size = 1;
+    while (size * 2 <= Math.min(max, rows.length - i)) size *= 2;
+    chunks.push(rows.slice(i, i + size));
+    i += size;
+  }
+  return chunks;
+}
 
 export class CompiledInsert<T extends Table> {
   /** per query adapter (one per dialect instance), per row count */
@@ -59,7 +75,6 @@ export class CompiledInsert<T extends Table> {
   }
 
   private prepared(db: Tx, rowCount: number): Prepared {
-    if (!isCachedRowCount(rowCount)) return this.prepare(db, rowCount);
     const adapter = db.getExecutor().adapter;
     let byCount = this.cache.get(adapter);
     if (!byCount) this.cache.set(adapter, (byCount = new Map()));
@@ -68,8 +83,19 @@ export class CompiledInsert<T extends Table> {
     return prepared;
   }
 
-  /** Inserts the rows (every declared column is written; undefined is written as NULL). */
+  /**
+   * Inserts the rows (every declared column is written; undefined is written as NULL), in one
+   * statement or, for a count not compiled once, in chunks in order; the ids come in row order.
+   */
   async execute(db: Tx, rows: ReadonlyArray<Record<string, unknown>>): Promise<Array<{ id: number }>> {
+    if (rows.length === 0) return [];
+    if (isCachedRowCount(rows.length)) return this.executeOnce(db, rows);
+    const ids: Array<{ id: number }> = [];
+    for (const chunk of powerOfTwoChunks(rows, MAX_ROWS_PER_STATEMENT)) ids.push(...(await this.executeOnce(db, chunk)));
+    return ids;
+  }
+
+  private async executeOnce(db: Tx, rows: ReadonlyArray<Record<string, unknown>>): Promise<Array<{ id: number }>> {
     const { sql, slots } = this.prepared(db, rows.length);
     const parameters = slots.map((slot) => rows[slot.row][slot.column] ?? null);
     const result = await db.executeQuery<{ id: number }>(CompiledQuery.raw(sql, parameters));

@@ -157,8 +157,6 @@ function attemptRow(input: FinishInput) {
   };
 }
 
-/** Attempt rows per INSERT: 9 parameters each stays far below SQLite's and PostgreSQL's limits. */
-const ATTEMPT_ROWS_PER_INSERT = 128;
 /** The attempt rows' INSERT, compiled once per row count (storage/compiled-insert.ts). */
 const INSERT_ATTEMPTS = new CompiledInsert('attempts', ['transmission_id', 'started_at', 'duration_ms', 'mx_host', 'outcome', 'result_code', 'result_message', 'worker', 'tls'], false);
 
@@ -168,9 +166,7 @@ const INSERT_ATTEMPTS = new CompiledInsert('attempts', ['transmission_id', 'star
  * order, each one's new attempt count, or null where the lease was lost.
  */
 export async function finishTransmissions(trx: Tx, inputs: readonly FinishInput[]): Promise<Array<number | null>> {
-  if (inputs.length > 1 && takesArrayParameters(trx) && new Set(inputs.map((i) => i.id)).size === inputs.length) {
-    return finishAllUnderLeases(trx, inputs);
-  }
+  if (inputs.length > 1 && new Set(inputs.map((i) => i.id)).size === inputs.length) return finishAllUnderLeases(trx, inputs);
   const results: Array<number | null> = [];
   const held: FinishInput[] = [];
   for (const input of inputs) {
@@ -178,35 +174,42 @@ export async function finishTransmissions(trx: Tx, inputs: readonly FinishInput[
     results.push(attempts);
     if (attempts !== null) held.push(input);
   }
-  for (const chunk of powerOfTwoChunks(held, ATTEMPT_ROWS_PER_INSERT)) await INSERT_ATTEMPTS.execute(trx, chunk.map(attemptRow));
+  await INSERT_ATTEMPTS.execute(trx, held.map(attemptRow));
   return results;
 }
 
 /**
- * A batch of finishes where statements take arrays (PostgreSQL): every transmission's new state in
- * ONE `UPDATE ... FROM unnest(...)`, each row still guarded by its own lease (`locked_by` =
- * its worker), and every attempt row in ONE INSERT: two round trips for the batch instead of two
- * per finish (docs/decisions/0003-performance.md). The same columns as updateUnderLease: the new
- * status, attempts + 1, the lease cleared, the result; completed_at, failed_at or next_attempt_at
- * from `at` by status, the others kept. The text never changes with the batch's size.
+ * A batch of finishes: every transmission's new state in ONE `UPDATE ... FROM` the batch's values
+ * (PostgreSQL: unnest of arrays; SQLite: json_each of one JSON array), each row still guarded by
+ * its own lease (`locked_by` = its worker), then every attempt row (PostgreSQL: one INSERT; SQLite:
+ * multi-row INSERTs): two statements for the batch instead of two per finish
+ * (docs/decisions/0003-performance.md). The same columns as updateUnderLease: the new status,
+ * attempts + 1, the lease cleared, the result; completed_at, failed_at or next_attempt_at from
+ * `at` by status, the others kept. The text never changes with the batch's size.
  */
 async function finishAllUnderLeases(trx: Tx, inputs: readonly FinishInput[]): Promise<Array<number | null>> {
   const at = (s: FinishState) => (s.status === 'retry' ? s.nextAttemptAt : s.at);
+  const arrays = takesArrayParameters(trx);
   const updated = await trx.executeQuery<{ id: number; attempts: number }>(
-    CompiledQuery.raw(FINISH_BATCH_SQL, [
-      inputs.map((i) => i.id),
-      inputs.map((i) => i.worker),
-      inputs.map((i) => i.now),
-      inputs.map((i) => i.state.status),
-      inputs.map((i) => i.resultCode),
-      inputs.map((i) => i.resultMessage),
-      inputs.map((i) => at(i.state)),
-    ]),
+    arrays
+      ? CompiledQuery.raw(FINISH_BATCH_SQL, [
+          inputs.map((i) => i.id),
+          inputs.map((i) => i.worker),
+          inputs.map((i) => i.now),
+          inputs.map((i) => i.state.status),
+          inputs.map((i) => i.resultCode),
+          inputs.map((i) => i.resultMessage),
+          inputs.map((i) => at(i.state)),
+        ])
+      : CompiledQuery.raw(FINISH_BATCH_SQLITE, [
+          JSON.stringify(inputs.map((i) => [i.id, i.worker, i.now, i.state.status, i.resultCode, i.resultMessage, at(i.state)])),
+        ]),
   );
   const attemptsById = new Map(updated.rows.map((r) => [Number(r.id), Number(r.attempts)]));
   const held = inputs.filter((i) => attemptsById.has(i.id));
-  if (held.length > 0) {
-    const rows = held.map(attemptRow);
+  const rows = held.map(attemptRow);
+  if (!arrays) await INSERT_ATTEMPTS.execute(trx, rows);
+  else if (rows.length > 0) {
     const column = <K extends keyof (typeof rows)[number]>(key: K) => rows.map((r) => r[key] ?? null);
     await trx.executeQuery(
       CompiledQuery.raw(INSERT_ATTEMPTS_SQL, [
@@ -241,25 +244,26 @@ FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::
 WHERE t.id = f.id AND t.locked_by = f.worker
 RETURNING t.id, t.attempts`;
 
+// SQLite: the batch as one JSON array of [id, worker, now, status, code, message, at]; ->> gives
+// each value its SQL type (integers stay integers), and the join looks each row up by its id.
+// RETURNING names the updated table's columns only (SQLite's rule for UPDATE ... FROM).
+const FINISH_BATCH_SQLITE = `UPDATE transmissions AS t SET
+  status = f.status,
+  attempts = t.attempts + 1,
+  locked_by = NULL,
+  locked_until = NULL,
+  updated_at = f.now,
+  result_code = f.code,
+  result_message = f.message,
+  completed_at = CASE WHEN f.status = 'completed' THEN f.at ELSE t.completed_at END,
+  failed_at = CASE WHEN f.status = 'failed' THEN f.at ELSE t.failed_at END,
+  next_attempt_at = CASE WHEN f.status = 'retry' THEN f.at ELSE t.next_attempt_at END
+FROM (SELECT value ->> 0 AS id, value ->> 1 AS worker, value ->> 2 AS now, value ->> 3 AS status, value ->> 4 AS code, value ->> 5 AS message, value ->> 6 AS at FROM json_each(?)) AS f
+WHERE t.id = f.id AND t.locked_by = f.worker
+RETURNING id, attempts`;
+
 const INSERT_ATTEMPTS_SQL = preparedOnServer(`INSERT INTO attempts (transmission_id, started_at, duration_ms, mx_host, outcome, result_code, result_message, worker, tls)
 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[])`);
-
-/**
- * Splits rows into chunks whose sizes are powers of two (37 -> 32, 4, 1), at most `max` each. A
- * multi-row INSERT's SQL text depends on its row count, and statements are prepared and cached by
- * text (dialects/sqlite.ts): this keeps the distinct texts to a handful instead of one per size.
- */
-export function powerOfTwoChunks<T>(rows: readonly T[], max: number): T[][] {
-  const chunks: T[][] = [];
-  let i = 0;
-  while (i < rows.length) {
-    let size = 1;
-    while (size * 2 <= Math.min(max, rows.length - i)) size *= 2;
-    chunks.push(rows.slice(i, i + size));
-    i += size;
-  }
-  return chunks;
-}
 
 /**
  * Extends the leases this worker still holds (a slow SMTP conversation must not outlive its lease:

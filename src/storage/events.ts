@@ -3,9 +3,9 @@
 // Kinds and payloads are defined once, in src/domain/events.ts: every producer in src/ builds a
 // payload with its buildEventPayload (test/domain/events.test.ts checks); this module only writes.
 //
-// Where each write unit is its own transaction on a pooled connection (PostgreSQL), the events a
-// unit records are inserted together when its function returns, before its COMMIT (store.ts):
-// a batch of delivery finishes writes its N events in ONE statement instead of N round trips
+// The events a write unit records are inserted together when its function returns (store.ts: before
+// its COMMIT on PostgreSQL, before its RELEASE SAVEPOINT in a SQLite group): a batch of delivery
+// finishes writes its N events in one statement (SQLite: a few multi-row INSERTs) instead of N
 // (docs/decisions/0003-performance.md). Nothing in a unit reads back the events it recorded.
 //
 // An event of an account without an active webhook endpoint is recorded already dispatched
@@ -68,7 +68,7 @@ export function deferEvents(trx: Tx): void {
 
 /**
  * Inserts the events deferred in `trx`, in the order they were recorded: one statement where
- * statements take arrays (the same text for any count), else one multi-row INSERT.
+ * statements take arrays (the same text for any count), else multi-row INSERTs (compiled-insert.ts).
  */
 export async function insertDeferredEvents(trx: Tx): Promise<void> {
   const rows = deferred.get(trx);

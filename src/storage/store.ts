@@ -127,7 +127,11 @@ export class Store {
         for (const unit of group) {
           await sql`SAVEPOINT unit`.execute(trx);
           try {
+            // As in write(): the unit's events in one INSERT when it returns (a batch of delivery
+            // finishes records one per message).
+            deferEvents(trx);
             const value = await unit.fn(trx);
+            await insertDeferredEvents(trx);
             await sql`RELEASE SAVEPOINT unit`.execute(trx);
             settled.push(() => unit.resolve(value));
           } catch (error) {

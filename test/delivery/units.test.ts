@@ -105,7 +105,7 @@ describe('composition helpers', () => {
 
 describe('statement shapes', () => {
   it('splits rows into power-of-two chunks', async () => {
-    const { powerOfTwoChunks } = await import('../../src/storage/delivery-queue.ts');
+    const { powerOfTwoChunks } = await import('../../src/storage/compiled-insert.ts');
     assert.deepEqual(powerOfTwoChunks([...Array(37).keys()], 128).map((c) => c.length), [32, 4, 1]);
     assert.deepEqual(powerOfTwoChunks([...Array(300).keys()], 128).map((c) => c.length), [128, 128, 32, 8, 4]);
     assert.deepEqual(powerOfTwoChunks([], 128), []);

@@ -1,7 +1,7 @@
-// finishTransmissions for a batch (storage/delivery-queue.ts), on the run's database: on PostgreSQL
-// one UPDATE ... FROM unnest(...) and one attempts INSERT for the whole batch, on SQLite a guarded
-// UPDATE per row; either way each row changes only under its own lease, in input order, with the
-// columns a single finish writes. Also: the events a store.write unit records are all inserted
+// finishTransmissions for a batch (storage/delivery-queue.ts), on the run's database: one
+// UPDATE ... FROM the batch's values (PostgreSQL: unnest of arrays, SQLite: json_each) and the
+// attempts' INSERT for the whole batch; each row changes only under its own lease, in input order,
+// with the columns a single finish writes. Also: the events a store.write unit records are all inserted
 // when it ends (storage/events.ts), in the order recorded.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
