@@ -12,6 +12,10 @@
 // MAIL FROM parameters (SMTPUTF8, 8BITMIME, SIZE, DSN) by letting it run, then taking over its
 // queued MAIL reply handler.
 //
+// For the same connections, a message given as a Buffer is written to the socket by this module
+// (smtpDataPieces: dot-stuffed, with its terminator, in one writev) instead of through Nodemailer's
+// data stream; the reply to it is still Nodemailer's to read.
+//
 // Reply handling follows RFC 2920 3.1: each reply is matched to its command in order; when MAIL or
 // RCPT failed, the DATA reply is a 503/554 and the failure reported is the first one. A server that
 // (against the RFC) answers 354 to DATA after a failed RCPT gets an empty message terminated at
@@ -174,6 +178,7 @@ const TERMINATOR_AFTER_CR = Buffer.from('\n.\r\n');
 const TERMINATOR = Buffer.from('\r\n.\r\n');
 const DOT = Buffer.from('.');
 const CRLF = Buffer.from('\r\n');
+const CRLF_DOT = Buffer.from('\r\n.');
 
 /**
  * A message's DATA as the wire carries it, in pieces to write in order: a dot doubled at the start
@@ -185,9 +190,7 @@ const CRLF = Buffer.from('\r\n');
 export function smtpDataPieces(message: Buffer): Buffer[] {
   const pieces: Buffer[] = [];
   let from = 0;
-  if (message.length > 0 && message[0] === 0x2e) {
-    pieces.push(DOT);
-  }
+  if (message.length > 0 && message[0] === 0x2e) pieces.push(DOT);
   for (let lf = message.indexOf(0x0a); lf !== -1; lf = message.indexOf(0x0a, lf + 1)) {
     const bare = lf === 0 || message[lf - 1] !== 0x0d;
     const dot = message[lf + 1] === 0x2e;
@@ -205,7 +208,6 @@ export function smtpDataPieces(message: Buffer): Buffer[] {
   pieces.push(last === 0x0a ? TERMINATOR_AFTER_LF : last === 0x0d ? TERMINATOR_AFTER_CR : TERMINATOR);
   return pieces;
 }
-const CRLF_DOT = Buffer.from('\r\n.');
 
 /**
  * What Nodemailer's send() needs of a data stream when the message is a Buffer: write(), end() and

@@ -127,7 +127,7 @@ describe(`Nodemailer internals patched by ${PATCHED_BY}`, () => {
 
   it('SMTPConnection still has the private methods the patch wraps or calls', () => {
     const proto = (SMTPConnection as unknown as { prototype: Record<string, unknown> }).prototype;
-    for (const method of ['send', '_setEnvelope', '_createSendStream', '_sendCommand', '_formatError', '_getDsnRcptToArgs']) {
+    for (const method of ['send', '_setEnvelope', '_createSendStream', '_actionSMTPStream', '_sendCommand', '_formatError', '_getDsnRcptToArgs']) {
       assert.equal(typeof proto[method], 'function', changed(`SMTPConnection.prototype.${method} is no longer a function`));
     }
     assert.equal((proto._setEnvelope as (...a: unknown[]) => unknown).length, 2, changed('_setEnvelope no longer takes (envelope, callback)'));
