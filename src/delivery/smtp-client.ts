@@ -273,7 +273,8 @@ interface SentInfo {
 
 function sendRaw(transport: Transporter, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null): Promise<SentInfo> {
   const pool = (transport as unknown as { transporter: { send(mail: unknown, cb: (err: Error | null, info?: SentInfo) => void): boolean } }).transporter;
-  const signer = dkim ? new DKIM({ domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey }) : null;
+  // The key goes to crypto's sign(), which takes a KeyObject as well as PEM (Nodemailer's types say PEM).
+  const signer = dkim ? new DKIM({ domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey as unknown as string }) : null;
   const mail = {
     data: {},
     message: {
