@@ -16,7 +16,8 @@
 //      CPU per message of each role (API, worker, the database's backends), from which the
 //      processes a larger machine needs are computed (docs/operations.md)
 //   6  messages_history pages of 250 at 1,000,000 transmissions
-//   7  memory: peak RSS during 4, and of a worker draining 100,000 queued transmissions
+//   7  memory: peak RSS during 4, and of a worker draining 100,000 queued transmissions; 7d that
+//      drain's rate and CPU with every message DKIM-signed (RSA 2048)
 //   8  SMTP submission accepts beside Postfix smtpd accepting the same load (bench/smtp-submission.ts)
 //   9  the dashboard's messages pages and one message's page at 1,000,000 transmissions (bench/dashboard.ts)
 //   10 the busy machine: 2 and 4 again with one busy-loop process per core running beside them
@@ -35,7 +36,7 @@ import { ensurePostfix, runSource, startPostfixRelay, startSink, type Sink } fro
 import { measureSmtpSubmission } from './smtp-submission.ts';
 import { measureDashboard } from './dashboard.ts';
 import { ensureWrk, wrkSendLoad } from './lib/wrk.ts';
-import { createInstance, migrate, ROOT, sendLoad, serve, tailLog, timePost, type Instance, type Service } from './lib/posthorn.ts';
+import { addSigningDomain, createInstance, migrate, ROOT, sendLoad, SENDER_DOMAIN, serve, tailLog, timePost, type Instance, type Service } from './lib/posthorn.ts';
 import { describeSchedDelta, hookSignals, onCleanup, runAllCleanups, runCommand, samplePostgresBackends, sampleRss, spawnChild } from './lib/processes.ts';
 import type { SequentialRun } from './lib/sequential-client.ts';
 import { describeMachine, formatMarkdown, formatTable, gitRevision, type Figure } from './lib/report.ts';
@@ -63,7 +64,7 @@ const { values: args } = parseArgs({
 if (args.help) {
   process.stdout.write(`usage: npm run bench [-- options]
   --runs N             runs per figure, the median is reported (default 3, at most 9)
-  --only LIST          figures to run: 1,1n,2,3,3o,3p,4,4o,4s,5,5s,5d,6,7,8,9,10 (default all)
+  --only LIST          figures to run: 1,1n,2,3,3o,3p,4,4o,4s,5,5s,5d,6,7,7d,8,9,10 (default all)
                        3 ingest with serve --role api's defaults (on SQLite one API process per
                        core), load from wrk, with autocannon's runs alternating (3a); 3o the
                        same with one API process
@@ -71,6 +72,7 @@ if (args.help) {
                        5s 1 API + 1 worker process, 5d 2 API + 2 worker processes on one PostgreSQL
                        (msg/s, ratio to Postfix 2b, 5d/5s, CPU per message per role incl. the
                        database's backends). PostgreSQL figures need --pg-url's server
+                       7d a worker draining 20,000 queued (at most --queued), each message DKIM-signed
   --messages N         messages per end-to-end run, Postfix and Posthorn (default 20000)
   --ingest-seconds S   length of one ingest run (default 10)
   --history-rows N     transmissions seeded for the history figure (default 1000000)
@@ -701,46 +703,81 @@ async function measureHistory(): Promise<void> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 7. Memory with a large queue
+// 7. Memory with a large queue; 7d the same drain with every message DKIM-signed
 
-async function measureQueuedMemory(sink: Sink, postfixRelay: number | null, postfixRss: number | null, postfixCpuUs: number | null): Promise<void> {
-  const instance = await createInstance();
+interface Drain {
+  /** messages per second, from the worker's start to the last message at the sink */
+  rate: number;
+  /** the worker's CPU seconds */
+  cpu: number;
+  rss: { rss: number; peak: number } | null;
+}
+
+/** `count` send_message through an API-only process, then a worker-only process drains them to the sink. */
+async function queueThenDrain(id: string, instance: Instance, sink: Sink, count: number, profile: string | undefined): Promise<Drain> {
   // An API-only process queues the transmissions (nothing delivers them yet)...
   await withService(instance, { role: 'api' }, async (service) => {
-    const load = await sendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: QUEUED });
-    if (load.ok !== QUEUED) throw new Error(`${load.ok} of ${QUEUED} send_message accepted: ${load.firstFailure ?? ''}`);
-    log(`7 queued ${QUEUED} transmissions in ${load.durationS.toFixed(1)} s`);
+    const load = await sendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: count });
+    if (load.ok !== count) throw new Error(`${load.ok} of ${count} send_message accepted: ${load.firstFailure ?? ''}`);
+    log(`${id} queued ${count} transmissions in ${load.durationS.toFixed(1)} s`);
   });
   // ...then a worker-only process drains them to smtp-sink.
-  const profile = profileDir ? path.join(profileDir, 'worker-drain') : undefined;
+  let drain: Drain | null = null;
   await withService(instance, { role: 'worker', sinkPort: sink.port, cpuProfDir: profile }, async (worker) => {
     const before = sink.count();
     const started = performance.now();
     const cpu0 = worker.cpuSeconds();
     const sched0 = worker.sched();
-    const lastAt = await sink.waitForCount(before + QUEUED, deliveryTimeoutMs(QUEUED));
-    const rate = QUEUED / ((lastAt - started) / 1000);
+    const lastAt = await sink.waitForCount(before + count, deliveryTimeoutMs(count));
     const cpu = worker.cpuSeconds() - cpu0;
     const sched = describeSchedDelta(sched0, worker.sched(), lastAt - started);
-    log(`7 worker used ${(cpu / ((lastAt - started) / 1000)).toFixed(2)} cores, ${((cpu * 1e6) / QUEUED).toFixed(0)} µs CPU per delivered message, ${sched.text}`);
-    addFigure({
-      id: '7c', name: 'Worker CPU per delivered message', unit: 'µs', value: (cpu * 1e6) / QUEUED, runs: [],
-      postfix: { label: 'Postfix CPU per message, 2c', value: postfixCpuUs },
-    });
-    const rss = worker.rss();
-    log(`7 worker drained ${QUEUED} in ${((lastAt - started) / 1000).toFixed(1)} s (${rate.toFixed(0)} msg/s), peak RSS ${rss?.peak.toFixed(0)} MiB`);
-    addFigure({
-      id: '7b', name: `Peak RSS of a worker draining ${QUEUED.toLocaleString('en-US')} queued`, unit: 'MiB', value: rss?.peak ?? null, runs: [],
-      postfix: postfixRss === null ? null : { label: 'Postfix processes, summed PSS, during 2', value: postfixRss },
-      target: '< 512 MiB', met: rss ? rss.peak < 512 : null,
-    });
-    addFigure({
-      id: '7c', name: `Worker drain rate, ${QUEUED.toLocaleString('en-US')} queued -> smtp-sink`, unit: 'msg/s', value: rate, runs: [],
-      postfix: { label: 'Postfix relays, 2b', value: postfixRelay },
-    });
+    drain = { rate: count / ((lastAt - started) / 1000), cpu, rss: worker.rss() };
+    log(`${id} worker used ${(cpu / ((lastAt - started) / 1000)).toFixed(2)} cores, ${((cpu * 1e6) / count).toFixed(0)} µs CPU per delivered message, ${sched.text}`);
+    log(`${id} worker drained ${count} in ${((lastAt - started) / 1000).toFixed(1)} s (${drain.rate.toFixed(0)} msg/s), peak RSS ${drain.rss?.peak.toFixed(0)} MiB`);
+  });
+  return drain!;
+}
+
+async function measureQueuedMemory(sink: Sink, postfixRelay: number | null, postfixRss: number | null, postfixCpuUs: number | null): Promise<void> {
+  const profile = profileDir ? path.join(profileDir, 'worker-drain') : undefined;
+  const { rate, cpu, rss } = await queueThenDrain('7', await createInstance(), sink, QUEUED, profile);
+  addFigure({
+    id: '7c', name: 'Worker CPU per delivered message', unit: 'µs', value: (cpu * 1e6) / QUEUED, runs: [],
+    postfix: { label: 'Postfix CPU per message, 2c', value: postfixCpuUs },
+  });
+  addFigure({
+    id: '7b', name: `Peak RSS of a worker draining ${QUEUED.toLocaleString('en-US')} queued`, unit: 'MiB', value: rss?.peak ?? null, runs: [],
+    postfix: postfixRss === null ? null : { label: 'Postfix processes, summed PSS, during 2', value: postfixRss },
+    target: '< 512 MiB', met: rss ? rss.peak < 512 : null,
+  });
+  addFigure({
+    id: '7c', name: `Worker drain rate, ${QUEUED.toLocaleString('en-US')} queued -> smtp-sink`, unit: 'msg/s', value: rate, runs: [],
+    postfix: { label: 'Postfix relays, 2b', value: postfixRelay },
   });
   if (profile) profileReports.push(reportProfile(`worker draining ${QUEUED} (role worker)`, profile));
 }
+
+/**
+ * 7d: as 7c, with the sender's domain added to the account (`posthorn domain add`), so that every
+ * message is DKIM-signed (RSA 2048, relaxed/relaxed), as a deployment with a verified domain sends.
+ * Postfix (2b) signs nothing: a milter such as OpenDKIM would add its own cost there.
+ */
+async function measureSignedDrain(sink: Sink, postfixRelay: number | null, postfixCpuUs: number | null): Promise<void> {
+  const instance = await createInstance();
+  await addSigningDomain(instance, SENDER_DOMAIN);
+  const count = Math.min(QUEUED, SIGNED_QUEUED);
+  const { rate, cpu } = await queueThenDrain('7d', instance, sink, count, undefined);
+  addFigure({
+    id: '7d', name: 'Worker CPU per delivered message, DKIM-signed', unit: 'µs', value: (cpu * 1e6) / count, runs: [],
+    postfix: { label: 'Postfix CPU per message, 2c, unsigned', value: postfixCpuUs },
+  });
+  addFigure({
+    id: '7d', name: `Worker drain rate, ${count.toLocaleString('en-US')} queued, DKIM-signed -> smtp-sink`, unit: 'msg/s', value: rate, runs: [],
+    postfix: { label: 'Postfix relays, 2b, unsigned', value: postfixRelay },
+  });
+}
+/** Messages of figure 7d (at most --queued). */
+const SIGNED_QUEUED = 20_000;
 
 /**
  * The summaries of a run's profiles: one per process (serve's supervisor and its children each
@@ -840,6 +877,7 @@ async function main(): Promise<number> {
       .catch((e) => failed('8', 'SMTP submission accepts, beside Postfix smtpd', 'msg/s', e, '≥ 3× Postfix'));
   }
   if (wanted('7')) await measureQueuedMemory(sink, postfix?.relay.value ?? null, postfix?.rssMiB ?? null, postfix?.cpu.value ?? null).catch((e) => failed('7b', 'Peak RSS with 100,000 queued', 'MiB', e, '< 512 MiB'));
+  if (wanted('7d')) await measureSignedDrain(sink, postfix?.relay.value ?? null, postfix?.cpu.value ?? null).catch((e) => failed('7d', 'Worker drain rate, DKIM-signed', 'msg/s', e));
 
   await runAllCleanups();
   figures.sort((a, b) => a.id.localeCompare(b.id, 'en', { numeric: true }));

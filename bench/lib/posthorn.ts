@@ -41,6 +41,18 @@ export async function createInstance(databaseUrl: string | null = null): Promise
   return { dataDir, databaseUrl, projectKey: printed.project.api_key };
 }
 
+/** The domain of the bench messages' From address. */
+export const SENDER_DOMAIN = 'sender.bench.local';
+
+/**
+ * `posthorn domain add NAME` on the instance's account: its messages From that domain are DKIM
+ * signed from then on (a 2048-bit RSA key, as create_domain makes).
+ */
+export async function addSigningDomain(instance: Instance, name: string): Promise<void> {
+  const run = await runCommand(process.execPath, [BIN, 'domain', 'add', name, '--json', '--data', instance.dataDir], { cwd: ROOT, env: env(instance.databaseUrl), timeoutMs: 120_000 });
+  if (run.code !== 0) throw new Error(`posthorn domain add failed (${run.code}): ${(run.stderr || run.stdout).trim().split('\n').slice(-5).join('\n')}`);
+}
+
 /** `posthorn migrate` alone: the way to ask whether a database URL is usable. */
 export async function migrate(databaseUrl: string): Promise<{ ok: boolean; output: string }> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-bench-migrate-'));
@@ -170,7 +182,7 @@ export function sendMessageBody(projectKey: string, uid: string, n: number): str
     uid,
     arguments: {
       recipients: `rcpt${n}@${RECIPIENT_DOMAIN}`,
-      headers: { from: 'Bench Sender <sender@sender.bench.local>', subject: `Benchmark message ${n}` },
+      headers: { from: `Bench Sender <sender@${SENDER_DOMAIN}>`, subject: `Benchmark message ${n}` },
       content: { 'text/plain': BODY_TEXT },
     },
   });

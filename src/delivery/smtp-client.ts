@@ -271,10 +271,14 @@ interface SentInfo {
   posthornTls?: boolean;
 }
 
-function sendRaw(transport: Transporter, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null): Promise<SentInfo> {
+async function sendRaw(transport: Transporter, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null): Promise<SentInfo> {
   const pool = (transport as unknown as { transporter: { send(mail: unknown, cb: (err: Error | null, info?: SentInfo) => void): boolean } }).transporter;
   // The key goes to crypto's sign(), which takes a KeyObject as well as PEM (Nodemailer's types say PEM).
   const signer = dkim ? new DKIM({ domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey as unknown as string }) : null;
+  // A message in one Buffer is signed before it is handed over, into one Buffer, which the
+  // connection writes straight to its socket (smtp-pipelining.ts); a message in parts (a large
+  // one) is signed as a stream, never held whole twice.
+  const signed = signer && Buffer.isBuffer(raw) ? Buffer.concat(await signer.sign(raw).toArray()) : null;
   const mail = {
     data: {},
     message: {
@@ -283,6 +287,7 @@ function sendRaw(transport: Transporter, envelope: Envelope, raw: MessageBytes, 
       getHeader: () => '',
       // Called again when the pool requeues the message on a fresh connection.
       createReadStream: () => {
+        if (signed) return signed;
         const bytes = Buffer.isBuffer(raw) ? raw : Readable.from(raw, { objectMode: false });
         return signer ? signer.sign(bytes) : bytes;
       },
