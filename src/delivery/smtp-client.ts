@@ -24,6 +24,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { splitReply, type SmtpExchange, type SmtpStage } from '../domain/classify-smtp-reply.ts';
 import type { DkimKey } from './dkim.ts';
+import { DkimSigners } from './dkim-signing.ts';
 import type { Destination } from './routes.ts';
 import { installSmtpPipelining } from './smtp-pipelining.ts';
 import { withFields } from '../domain/objects.ts';
@@ -91,6 +92,7 @@ export class SmtpClient {
   private closed = false;
   /** SMTP connections open now, every destination together (posthorn_smtp_connections_open) */
   private open = 0;
+  private readonly signers = new DkimSigners();
 
   constructor(private readonly opts: SmtpClientOptions) {
     installSmtpPipelining();
@@ -138,7 +140,7 @@ export class SmtpClient {
     await pool.slots.acquire();
     await this.total.acquire();
     try {
-      const info = await sendRaw(pool.transport, envelope, raw, dkim);
+      const info = await sendRaw(pool.transport, envelope, raw, dkim, this.signers);
       const reply = splitReply(String(info.response ?? ''));
       return { code: reply.code ?? 250, text: reply.text, stage: 'message', host: destination.name, tls: info.posthornTls ?? null };
     } catch (error) {
@@ -217,6 +219,7 @@ export class SmtpClient {
   /** Closes every pool (connections finishing a message close after it). */
   close(): void {
     this.closed = true;
+    void this.signers.close();
     clearInterval(this.sweeper);
     for (const pool of this.pools.values()) pool.transport.close();
     this.pools.clear();
@@ -271,14 +274,14 @@ interface SentInfo {
   posthornTls?: boolean;
 }
 
-async function sendRaw(transport: Transporter, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null): Promise<SentInfo> {
+async function sendRaw(transport: Transporter, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null, signers: DkimSigners): Promise<SentInfo> {
   const pool = (transport as unknown as { transporter: { send(mail: unknown, cb: (err: Error | null, info?: SentInfo) => void): boolean } }).transporter;
+  // A message in one Buffer is signed before it is handed over (on a signing thread, dkim-signing.ts),
+  // into one Buffer, which the connection writes straight to its socket (smtp-pipelining.ts); a
+  // message in parts (a large one) is signed as a stream, never held whole twice.
+  const signed = dkim && Buffer.isBuffer(raw) ? await signers.sign(raw, dkim) : null;
   // The key goes to crypto's sign(), which takes a KeyObject as well as PEM (Nodemailer's types say PEM).
-  const signer = dkim ? new DKIM({ domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey as unknown as string }) : null;
-  // A message in one Buffer is signed before it is handed over, into one Buffer, which the
-  // connection writes straight to its socket (smtp-pipelining.ts); a message in parts (a large
-  // one) is signed as a stream, never held whole twice.
-  const signed = signer && Buffer.isBuffer(raw) ? Buffer.concat(await signer.sign(raw).toArray()) : null;
+  const signer = dkim && !signed ? new DKIM({ domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey as unknown as string }) : null;
   const mail = {
     data: {},
     message: {
