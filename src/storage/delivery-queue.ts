@@ -221,6 +221,19 @@ async function finishAllUnderLeases(trx: Tx, inputs: readonly FinishInput[]): Pr
   return inputs.map((i) => attemptsById.get(i.id) ?? null);
 }
 
+/** A batch's new states, from the rows `f` (id, worker, now, status, code, message, at) of each dialect's FROM. */
+const FINISH_BATCH_SET = `UPDATE transmissions AS t SET
+  status = f.status,
+  attempts = t.attempts + 1,
+  locked_by = NULL,
+  locked_until = NULL,
+  updated_at = f.now,
+  result_code = f.code,
+  result_message = f.message,
+  completed_at = CASE WHEN f.status = 'completed' THEN f.at ELSE t.completed_at END,
+  failed_at = CASE WHEN f.status = 'failed' THEN f.at ELSE t.failed_at END,
+  next_attempt_at = CASE WHEN f.status = 'retry' THEN f.at ELSE t.next_attempt_at END`;
+
 // Not prepared on the server, unlike the other statements of the delivery loop: a prepared
 // statement's generic plan is made once, with the table's size at that moment, and kept. Made
 // while transmissions was small (a new deployment, the first minutes of a run), it joined the
@@ -229,17 +242,7 @@ async function finishAllUnderLeases(trx: Tx, inputs: readonly FinishInput[]): Pr
 // scan per batch, ~190 rows read per delivered message). Planned at each execution, with the
 // batch's real size and the table's, it is the primary key lookup it should be; the planning costs
 // its backend tens of µs per batch (test/storage/finish-batch.test.ts grows the table under it).
-const FINISH_BATCH_SQL = `UPDATE transmissions AS t SET
-  status = f.status,
-  attempts = t.attempts + 1,
-  locked_by = NULL,
-  locked_until = NULL,
-  updated_at = f.now,
-  result_code = f.code,
-  result_message = f.message,
-  completed_at = CASE WHEN f.status = 'completed' THEN f.at ELSE t.completed_at END,
-  failed_at = CASE WHEN f.status = 'failed' THEN f.at ELSE t.failed_at END,
-  next_attempt_at = CASE WHEN f.status = 'retry' THEN f.at ELSE t.next_attempt_at END
+const FINISH_BATCH_SQL = `${FINISH_BATCH_SET}
 FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[]) AS f(id, worker, now, status, code, message, at)
 WHERE t.id = f.id AND t.locked_by = f.worker
 RETURNING t.id, t.attempts`;
@@ -247,17 +250,7 @@ RETURNING t.id, t.attempts`;
 // SQLite: the batch as one JSON array of [id, worker, now, status, code, message, at]; ->> gives
 // each value its SQL type (integers stay integers), and the join looks each row up by its id.
 // RETURNING names the updated table's columns only (SQLite's rule for UPDATE ... FROM).
-const FINISH_BATCH_SQLITE = `UPDATE transmissions AS t SET
-  status = f.status,
-  attempts = t.attempts + 1,
-  locked_by = NULL,
-  locked_until = NULL,
-  updated_at = f.now,
-  result_code = f.code,
-  result_message = f.message,
-  completed_at = CASE WHEN f.status = 'completed' THEN f.at ELSE t.completed_at END,
-  failed_at = CASE WHEN f.status = 'failed' THEN f.at ELSE t.failed_at END,
-  next_attempt_at = CASE WHEN f.status = 'retry' THEN f.at ELSE t.next_attempt_at END
+const FINISH_BATCH_SQLITE = `${FINISH_BATCH_SET}
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS worker, value ->> 2 AS now, value ->> 3 AS status, value ->> 4 AS code, value ->> 5 AS message, value ->> 6 AS at FROM json_each(?)) AS f
 WHERE t.id = f.id AND t.locked_by = f.worker
 RETURNING id, attempts`;
