@@ -48,11 +48,15 @@ interface Pending {
   reject: (error: unknown) => void;
 }
 
+/** Nodemailer's signer for the key, on the calling thread. */
+export function nodemailerSigner(key: DkimKey): DKIM {
+  // The key goes to crypto's sign(), which takes a KeyObject as well as PEM (Nodemailer's types say PEM).
+  return new DKIM({ domainName: key.domainName, keySelector: key.keySelector, privateKey: key.privateKey as unknown as string });
+}
+
 /** Signs a message on the calling thread: Nodemailer's signer, its output gathered. */
 export async function signOnEventLoop(message: Buffer, key: DkimKey): Promise<Buffer> {
-  // The key goes to crypto's sign(), which takes a KeyObject as well as PEM (Nodemailer's types say PEM).
-  const signer = new DKIM({ domainName: key.domainName, keySelector: key.keySelector, privateKey: key.privateKey as unknown as string });
-  return Buffer.concat(await signer.sign(message).toArray());
+  return Buffer.concat(await nodemailerSigner(key).sign(message).toArray());
 }
 
 export class DkimSigners {

@@ -17,14 +17,13 @@
 // "verify"), otherwise the attempt is deferred with TLS_REQUIRED / TLS_FAILED. A failed STARTTLS
 // handshake in opportunistic mode is retried in plain text (see send()).
 import nodemailer, { type Transporter } from 'nodemailer';
-import DKIM from 'nodemailer/lib/dkim/index.js';
 import net from 'node:net';
 import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { splitReply, type SmtpExchange, type SmtpStage } from '../domain/classify-smtp-reply.ts';
 import type { DkimKey } from './dkim.ts';
-import { DkimSigners } from './dkim-signing.ts';
+import { DkimSigners, nodemailerSigner } from './dkim-signing.ts';
 import type { Destination } from './routes.ts';
 import { installSmtpPipelining } from './smtp-pipelining.ts';
 import { withFields } from '../domain/objects.ts';
@@ -280,8 +279,7 @@ async function sendRaw(transport: Transporter, envelope: Envelope, raw: MessageB
   // into one Buffer, which the connection writes straight to its socket (smtp-pipelining.ts); a
   // message in parts (a large one) is signed as a stream, never held whole twice.
   const signed = dkim && Buffer.isBuffer(raw) ? await signers.sign(raw, dkim) : null;
-  // The key goes to crypto's sign(), which takes a KeyObject as well as PEM (Nodemailer's types say PEM).
-  const signer = dkim && !signed ? new DKIM({ domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey as unknown as string }) : null;
+  const signer = dkim && !signed ? nodemailerSigner(dkim) : null;
   const mail = {
     data: {},
     message: {

@@ -49,8 +49,8 @@ export function installSmtpPipelining(): void {
   const original = proto._setEnvelope as (this: PipelinedConnection, envelope: unknown, callback: EnvelopeCallback) => void;
   const originalSendStream = proto._createSendStream as (this: PipelinedConnection, callback: unknown) => NodeJS.ReadWriteStream;
   proto[MARK as unknown as string] = true;
-  // A message given as bytes (delivery's composed messages, every one but the large and the DKIM
-  // signed, which come as streams) is written straight to the socket, dot-stuffed, with its
+  // A message given as bytes (delivery's composed messages, signed or not, every one but the large
+  // ones, which come as streams) is written straight to the socket, dot-stuffed, with its
   // terminating ".\r\n", in one writev: Nodemailer's data stream piped into the socket cost more
   // than the write itself (a Transform, a pipe set up and torn down, their events and ticks per
   // message; docs/decisions/0003-performance.md). A stream keeps Nodemailer's data stream, with

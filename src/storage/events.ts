@@ -61,16 +61,26 @@ export async function recordEvent(db: Tx, event: NewEvent): Promise<void> {
   else await INSERT_EVENT.execute(db, [row]);
 }
 
-/** From now on the events recorded in `trx` wait for insertDeferredEvents (store.ts, per unit). */
-export function deferEvents(trx: Tx): void {
+/**
+ * Runs one write unit (store.ts) with its events deferred: they are inserted together when `fn`
+ * returns, before the unit is committed or released; none when it throws.
+ */
+export async function withDeferredEvents<T>(trx: Tx, fn: (trx: Tx) => Promise<T>): Promise<T> {
   deferred.set(trx, []);
+  try {
+    const value = await fn(trx);
+    await insertDeferredEvents(trx);
+    return value;
+  } finally {
+    deferred.delete(trx);
+  }
 }
 
 /**
  * Inserts the events deferred in `trx`, in the order they were recorded: one statement where
  * statements take arrays (the same text for any count), else multi-row INSERTs (compiled-insert.ts).
  */
-export async function insertDeferredEvents(trx: Tx): Promise<void> {
+async function insertDeferredEvents(trx: Tx): Promise<void> {
   const rows = deferred.get(trx);
   deferred.delete(trx);
   if (!rows || rows.length === 0) return;

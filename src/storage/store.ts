@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import { StoreUnavailableError } from '../domain/errors.ts';
 import { isPostgresUrl } from '../domain/database-url.ts';
 import { WriteLockBusyError, type StoreDialect } from './dialect.ts';
-import { deferEvents, insertDeferredEvents } from './events.ts';
+import { withDeferredEvents } from './events.ts';
 import { migrateToLatest } from './migrate.ts';
 import type { Database, Tx } from './schema.ts';
 import { BUSY_TIMEOUT_MS, openSqlite, sqliteFileFrom } from './dialects/sqlite.ts';
@@ -78,12 +78,7 @@ export class Store {
     if (!this.dialect.groupCommit) {
       // The unit's events are inserted together when fn returns, before the COMMIT (events.ts).
       return this.track(
-        this.db.transaction().execute(async (trx) => {
-          deferEvents(trx);
-          const value = await fn(trx);
-          await insertDeferredEvents(trx);
-          return value;
-        }),
+        this.db.transaction().execute((trx) => withDeferredEvents(trx, fn)),
       );
     }
     return this.joinGroup(fn);
@@ -129,9 +124,7 @@ export class Store {
           try {
             // As in write(): the unit's events in one INSERT when it returns (a batch of delivery
             // finishes records one per message).
-            deferEvents(trx);
-            const value = await unit.fn(trx);
-            await insertDeferredEvents(trx);
+            const value = await withDeferredEvents(trx, unit.fn);
             await sql`RELEASE SAVEPOINT unit`.execute(trx);
             settled.push(() => unit.resolve(value));
           } catch (error) {
