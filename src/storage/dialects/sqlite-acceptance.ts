@@ -10,10 +10,14 @@
 // the turn's acceptances; what comes back is each message's id, or null where its (project_id, uid)
 // was taken.
 //
-//   group     what the thread has received when it is free: ONE transaction (BEGIN IMMEDIATE), one
-//             SAVEPOINT per message (a bad row fails alone), COMMIT, then an fdatasync of the WAL
-//             before any of them is answered: the durability of the store's group commit
-//             (store.ts). The next group is written while that sync is in flight.
+//   group     what the thread has received when it is free: ONE transaction (BEGIN IMMEDIATE), the
+//             rows of every message, COMMIT, then an fdatasync of the WAL before any of them is
+//             answered: the durability of the store's group commit (store.ts). The next group is
+//             written while that sync is in flight. A taken uid is skipped by the INSERT itself (ON
+//             CONFLICT DO NOTHING), not by an error. Should any other row fail, the group is rolled
+//             back and written again with one SAVEPOINT per message, so that the bad row fails
+//             alone; a SAVEPOINT for every message of every group cost about a fifth of the
+//             thread's SQLite work (its statements, and the statement journal's copies of pages).
 //   lock      the thread waits for the write lock itself, trying again every LOCK_RETRY_MS up to
 //             BUSY_TIMEOUT_MS: that stops the thread alone, never the event loop, and takes the lock
 //             soon after it is free (SQLite's busy handler sleeps 1, 2, 5, 10... ms). The store's
@@ -35,7 +39,7 @@ import { MESSAGE_COLUMNS, TRANSMISSION_COLUMNS } from './acceptance-columns.ts';
 const placeholders = (n: number) => Array.from({ length: n }, () => '?').join(', ');
 const quoted = (columns: readonly string[]) => columns.map((c) => `"${c}"`).join(', ');
 /** The thread's statements; a transmission's first value is its message's id, set by the thread. */
-const INSERT_MESSAGE = `insert into "messages" (${quoted(MESSAGE_COLUMNS)}) values (${placeholders(MESSAGE_COLUMNS.length)})`;
+const INSERT_MESSAGE = `insert into "messages" (${quoted(MESSAGE_COLUMNS)}) values (${placeholders(MESSAGE_COLUMNS.length)}) on conflict ("project_id", "uid") do nothing`;
 const INSERT_TRANSMISSION = `insert into "transmissions" ("message_id", ${quoted(TRANSMISSION_COLUMNS)}) values (${placeholders(TRANSMISSION_COLUMNS.length + 1)})`;
 
 /** A failure as it crosses back from the thread. */
@@ -96,6 +100,41 @@ let syncing = 0;
 let stopping = false;
 let diskFull = false;
 
+/**
+ * Every message's rows; results[b][i] its id, or null where its uid was taken. Careful: each
+ * message in its own SAVEPOINT, a row that fails taken back alone (results[b][i] its failure);
+ * otherwise the first failure is thrown, the group's rows left to the caller to roll back.
+ */
+function writeRows(batches, results, careful) {
+  for (let b = 0; b < batches.length; b++) {
+    const items = batches[b].items;
+    for (let i = 0; i < items.length; i++) {
+      if (careful) savepoint.run();
+      try {
+        const written = insertMessage.run(items[i].m);
+        if (written.changes === 0) {
+          results[b][i] = null;
+        } else {
+          const id = Number(written.lastInsertRowid);
+          const rows = items[i].t;
+          for (let r = 0; r < rows.length; r++) {
+            rows[r][0] = id;
+            insertTransmission.run(rows[r]);
+          }
+          results[b][i] = id;
+        }
+        if (careful) release.run();
+      } catch (error) {
+        // SQLITE_FULL and some I/O errors roll the transaction back by themselves.
+        if (!careful || !db.inTransaction) throw error;
+        rollbackTo.run();
+        release.run();
+        results[b][i] = isUnique(error) ? null : describe(error);
+      }
+    }
+  }
+}
+
 function writeGroup() {
   scheduled = false;
   if (queue.length === 0) return;
@@ -106,27 +145,14 @@ function writeGroup() {
     if (diskFull) shrinkWal();
     beginWrite();
     try {
-      for (let b = 0; b < batches.length; b++) {
-        const items = batches[b].items;
-        for (let i = 0; i < items.length; i++) {
-          savepoint.run();
-          try {
-            const id = Number(insertMessage.run(items[i].m).lastInsertRowid);
-            const rows = items[i].t;
-            for (let r = 0; r < rows.length; r++) {
-              rows[r][0] = id;
-              insertTransmission.run(rows[r]);
-            }
-            release.run();
-            results[b][i] = id;
-          } catch (error) {
-            // SQLITE_FULL and some I/O errors roll the transaction back by themselves.
-            if (!db.inTransaction) throw error;
-            rollbackTo.run();
-            release.run();
-            results[b][i] = isUnique(error) ? null : describe(error);
-          }
-        }
+      try {
+        writeRows(batches, results, false);
+      } catch (error) {
+        if (!db.inTransaction) throw error;
+        // A bad row: the group again, each message in its own savepoint, so that it fails alone.
+        db.exec('ROLLBACK');
+        beginWrite();
+        writeRows(batches, results, true);
       }
       commit.run();
     } catch (error) {
