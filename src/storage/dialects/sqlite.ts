@@ -33,7 +33,12 @@ export function openSqlite(file: string, opts: { acceptanceThread?: boolean } = 
   // Keep the WAL from growing without bound under sustained load. Most of each checkpoint's work is
   // done beforehand by a thread of its own (sqlite-checkpointer.ts), started by watchWal.
   sqlite.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
-  sqlite.pragma('cache_size = -65536');
+  // SQLite's own default page cache (2 MiB), not more: in WAL mode every commit of another
+  // connection empties it, so under load a larger one holds little; and a commit or a reset scans
+  // the cache's whole hash table, which grows with the most pages it ever held (at 64 MiB this scan
+  // was 2.4% of a draining worker's CPU, at 2 MiB 0.04%; history pages read no slower:
+  // docs/decisions/0003-performance.md, "The page cache").
+  sqlite.pragma(`cache_size = ${PAGE_CACHE_KIB}`);
   const db = new Kysely<Database>({ dialect: new PosthornSqliteDialect({ database: withStatementCache(sqlite, file) }) });
   // Opened at the first sync: the -wal file exists once a transaction has committed, and keeps its
   // inode while this connection is open (resets and truncation rewrite it in place).
@@ -273,6 +278,8 @@ const diskFull = new WeakSet<SqliteDatabase.Database>();
 const TIGHT_AUTOCHECKPOINT_PAGES = 128;
 /** Pages of WAL after which a commit checkpoints (both connections of a store: sqlite-acceptance.ts). */
 const AUTOCHECKPOINT_PAGES = 4000;
+/** The connection's page cache, in KiB when negative (SQLite's convention): SQLite's default. */
+const PAGE_CACHE_KIB = -2000;
 function shrinkWal(sqlite: SqliteDatabase.Database): void {
   try {
     sqlite.pragma(`wal_autocheckpoint = ${TIGHT_AUTOCHECKPOINT_PAGES}`);
