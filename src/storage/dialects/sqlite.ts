@@ -37,7 +37,7 @@ export function openSqlite(file: string, opts: { acceptanceThread?: boolean } = 
   // connection empties it, so under load a larger one holds little; and a commit or a reset scans
   // the cache's whole hash table, which grows with the most pages it ever held (at 64 MiB this scan
   // was 2.4% of a draining worker's CPU, at 2 MiB 0.04%; history pages read no slower:
-  // docs/decisions/0003-performance.md, "The page cache").
+  // docs/decisions/0003-performance.md, "The page cache: SQLite's default").
   sqlite.pragma(`cache_size = ${PAGE_CACHE_KIB}`);
   const db = new Kysely<Database>({ dialect: new PosthornSqliteDialect({ database: withStatementCache(sqlite, file) }) });
   // Opened at the first sync: the -wal file exists once a transaction has committed, and keeps its
