@@ -100,6 +100,28 @@ describe('SQLite: the acceptance thread', { skip }, () => {
     }
   });
 
+  it('gives every message of a large group its own rows, the first of a repeated uid written and the rest answered as duplicates', async () => {
+    // 150 acceptances in one turn, one to three copies each: a uid taken before the turn, and one
+    // given twice, far apart in the group.
+    await storeAcceptedMessage(store, acceptance(projectId, 'mixed-taken', ['before@example.test']));
+    const uidOf = (i: number) => (i === 7 ? 'mixed-taken' : i === 140 ? 'mixed-10' : `mixed-${i}`);
+    const recipientsOf = (i: number) => Array.from({ length: 1 + (i % 3) }, (_, k) => `m${i}-${k}@example.test`);
+    const stored = await Promise.all(Array.from({ length: 150 }, (_, i) => storeAcceptedMessage(store, acceptance(projectId, uidOf(i), recipientsOf(i)))));
+    for (let i = 0; i < 150; i++) {
+      if (i === 7 || i === 140) {
+        assert.deepEqual(stored[i], { duplicate: true }, `acceptance ${i}`);
+        continue;
+      }
+      const s = stored[i];
+      assert.ok('id' in s, `acceptance ${i}: ${JSON.stringify(s)}`);
+      const message = await store.db.selectFrom('messages').select(['uid']).where('id', '=', s.id).executeTakeFirstOrThrow();
+      assert.equal(message.uid, uidOf(i));
+      assert.deepEqual((await transmissionsOf(s.id)).map((r) => r.recipient), recipientsOf(i));
+    }
+    assert.equal(await messageCount('mixed-10'), 1);
+    assert.equal(await messageCount('mixed-taken'), 1);
+  });
+
   it('writes off the event loop: timers keep turning while a large group is written', async () => {
     // 2,000 messages of 5 copies: tens of milliseconds of inserts. Written by the store's own
     // connection, they would run in one synchronous stretch of the event loop (a handful of turns).
