@@ -1,4 +1,5 @@
-// MIME composition with Nodemailer's MailComposer, once per message.
+// MIME composition with Nodemailer's MailComposer (its tree built directly where mime-build.ts
+// compileMail can), once per message.
 //
 // The expensive part of a message (parts, attachments re-encoded, the Message-ID and Date fixed at
 // acceptance) is built ONCE per distinct content and cached by the caller; what differs per
@@ -8,10 +9,9 @@
 // one build per transmission).
 import { randomUUID } from 'node:crypto';
 import { domainToASCII } from 'node:url';
-import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
 import { checkRenderedHeader } from './headers.ts';
-import { buildMimeNow, parseAddressHeader } from './mime-build.ts';
+import { buildMimeNow, compileMail, parseAddressHeader, type MailOptions } from './mime-build.ts';
 import type { MessagePayload } from './message-payload.ts';
 import { renderVariables, type PartKind, type Variables } from './variables.ts';
 
@@ -60,7 +60,7 @@ export async function composeMime(
     headers[name] = checkRenderedHeader(name, render(value))!;
   }
   const text = render(payload.text, 'text');
-  const mail: ConstructorParameters<typeof MailComposer>[0] & { baseBoundary: string } = {
+  const mail: MailOptions = {
     from,
     subject: checkRenderedHeader('Subject', render(payload.subject)),
     text,
@@ -82,7 +82,7 @@ export async function composeMime(
     // one for every part, each a call into the system's random source, and use only the root's).
     baseBoundary: randomUUID().replace(/-/g, ''),
   };
-  const tree = new MailComposer(mail).compile();
+  const tree = compileMail(mail);
   const mime = buildMimeNow(tree) ?? (await tree.build());
   return { mime, fromAddress: firstAddress(from) };
 }

@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
-import { buildMimeNow, hasLongerLines, nodemailerHasLongerLines, nodemailerNormalizeHeaderKey, nodemailerParseAddresses, parseAddressHeader } from '../../src/domain/mime-build.ts';
+import { buildMimeNow, compileMail, hasLongerLines, nodemailerHasLongerLines, nodemailerNormalizeHeaderKey, nodemailerParseAddresses, parseAddressHeader } from '../../src/domain/mime-build.ts';
 import { composeMime } from '../../src/domain/compose-mime.ts';
 import type { MessagePayload } from '../../src/domain/message-payload.ts';
 import { prng } from '../helpers/prng.ts';
@@ -82,6 +82,35 @@ describe('MIME built directly from the compiled tree', () => {
         }));
       }
       await assertSame(mail, `random message ${n} (seed 20261124)`);
+    }
+  });
+
+  it("builds MailComposer's tree itself for text, HTML or both: the same bytes, for the common shapes and many random messages", async () => {
+    const same = async (mail: Mail, label: string) => {
+      const fixed: Mail = { baseBoundary: 'f1xedb0undary', date: new Date(Date.UTC(2026, 10, 27, 9, 0, 0)), messageId: '<fixed@posthorn.test>', disableFileAccess: true, disableUrlAccess: true, ...mail };
+      const composed = await new MailComposer(fixed).compile().build();
+      const tree = compileMail(fixed);
+      assert.equal(buildMimeNow(tree)?.toString('latin1'), composed.toString('latin1'), label);
+    };
+    const lines = Array.from({ length: 16 }, (_, i) => `Line ${i} of the message body.`).join('\r\n');
+    await same({ from: 'a@example.com', subject: 'Plain', text: lines }, 'text');
+    await same({ from: 'a@example.com', subject: 'Both', text: lines, html: `<p>${lines}</p>` }, 'text and HTML');
+    await same({ from: '"Zoë" <a@example.com>', subject: 'Ünïcode ✓ '.repeat(12), html: '<p>ünï</p>' }, 'HTML only, folded encoded subject');
+    await same({ from: 'a@example.com', text: '中文内容'.repeat(40), textEncoding: 'base64' }, 'base64 text');
+    await same({ from: 'a@example.com', text: 'y'.repeat(300), textEncoding: 'quoted-printable' }, 'quoted-printable text');
+    await same({ from: 'a@example.com', text: '', html: '<p>only</p>' }, 'empty text beside HTML');
+    await same({ from: 'a@example.com', subject: 'No body' }, 'no body at all (MailComposer)');
+    await same({ subject: 'no From', text: 'x', headers: { 'Reply-To': 'r@example.com', Cc: 'c@example.com', 'X-Campaign': 'nöel' } }, 'custom headers, no From');
+    await same({ from: 'a@example.com', text: 'see attached', attachments: [{ filename: 'a.txt', content: 'YQ==', encoding: 'base64' }] }, 'an attachment (MailComposer)');
+    const random = prng(20261127);
+    for (let n = 0; n < 300; n++) {
+      const mail: Mail = { from: `"${text(random, 3)}" <a@example.com>`, subject: text(random, 6) };
+      if (random() < 0.8) mail.text = text(random, 40);
+      if (random() < 0.6) mail.html = `<div>${text(random, 40)}</div>`;
+      if (random() < 0.5) mail.textEncoding = random() < 0.5 ? 'base64' : 'quoted-printable';
+      if (random() < 0.4) mail.headers = { 'X-Tag': text(random, 4), 'List-Unsubscribe': '<mailto:u@example.com>' };
+      if (random() < 0.1) mail.attachments = [{ filename: 'b.txt', content: Buffer.from(text(random, 10)).toString('base64'), encoding: 'base64' }];
+      await same(mail, `random message ${n} (seed 20261127)`);
     }
   });
 
