@@ -36,7 +36,8 @@ import {
 } from '../storage/delivery-queue.ts';
 import { recordEvent } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
-import { findActiveSuppression, recordBounce } from '../storage/suppressions.ts';
+import { findActiveSuppression, recordBounce, recordComplaint } from '../storage/suppressions.ts';
+import { setFirstTrackingTime } from '../storage/transmissions.ts';
 import { LeaseRunner, type LeaseJob, type UnitContext } from '../workers/lease-runner.ts';
 import { DnsResolver } from './dns-resolver.ts';
 import { MessageContexts, type MessageContext } from './message-contexts.ts';
@@ -197,8 +198,12 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
         now,
       );
       await recordEvent(trx, { accountId: context.accountId, projectId: t.project_id, type: eventType, payload, now });
-      // The sandbox's complaint address: the recipient reports the delivered message as spam.
+      // The sandbox's complaint address: the recipient reports the delivered message as spam. As
+      // for a real complaint: the transmission's spammed_at (get_metrics' `spammed`), the address
+      // suppressed, a `spammed` event.
       if (outcome.complaint && eventType === 'delivered') {
+        await setFirstTrackingTime(trx, t.id, 'spammed_at', now);
+        await recordComplaint(trx, { projectId: t.project_id, address, message: 'the recipient reported the message as spam (sandbox simulator)', now });
         await recordEvent(trx, { accountId: context.accountId, projectId: t.project_id, type: 'spammed', payload, now });
       }
     };

@@ -203,7 +203,7 @@ export async function getMessageSource(services: Services, message: Message, rec
 
 export interface TimelineEntry {
   at: number;
-  kind: 'accepted' | 'attempt' | 'opened' | 'clicked' | 'completed' | 'failed' | 'bounced';
+  kind: 'accepted' | 'attempt' | 'opened' | 'clicked' | 'spammed' | 'completed' | 'failed' | 'bounced';
   attempt?: Attempt;
   text?: string;
 }
@@ -257,6 +257,8 @@ export async function getMessageView(services: Services, message: Message, proje
       const bounced = /bounce/i.test(t.result_code ?? '') || /bounce/i.test(t.result_message ?? '');
       entries.push({ at: Number(t.failed_at), kind: bounced ? 'bounced' : 'failed', text: `${t.result_code ?? ''} ${t.result_message ?? ''}`.trim() });
     }
+    // After the delivery it is about (same instant in the sandbox: the sort is stable).
+    if (t.spammed_at !== null) entries.push({ at: Number(t.spammed_at), kind: 'spammed', text: 'the recipient reported it as spam' });
     entries.sort((a, b) => a.at - b.at);
     return { transmission: t, entries, suppression: suppressionOf.get(t.recipient.toLowerCase()) ?? null };
   });

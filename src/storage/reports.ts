@@ -216,7 +216,7 @@ export interface TimeWindow {
 }
 
 /** The timestamp columns a metric counts by. */
-export type MetricColumn = 'created_at' | 'completed_at' | 'failed_at' | 'opened_at' | 'clicked_at';
+export type MetricColumn = 'created_at' | 'completed_at' | 'failed_at' | 'opened_at' | 'clicked_at' | 'spammed_at';
 
 /** Extra condition of a metric beyond its timestamp falling in the window. */
 export type MetricFilter = 'none' | 'suppressed' | 'pending';

@@ -102,6 +102,8 @@ export interface TransmissionsTable {
   failed_at: number | null;
   opened_at: number | null;
   clicked_at: number | null;
+  /** when the recipient reported it as spam (migration 180); NULL for nearly every row */
+  spammed_at: Generated<number | null>;
   /** like SMTP_250 */
   result_code: string | null;
   result_message: string | null;

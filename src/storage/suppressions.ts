@@ -212,6 +212,37 @@ async function recordSoftBounce(trx: Tx, bounce: BounceRecord): Promise<void> {
   await clearSoftBounces(trx, bounce.projectId, bounce.address);
 }
 
+/**
+ * Records a recipient's spam complaint (inside the caller's transaction): the address is
+ * `rejected` / `complaint` from now on. An address already `rejected` keeps its entry (a hard
+ * bounce or a manual entry says as much); a `warning` becomes the complaint.
+ */
+export async function recordComplaint(trx: Tx, complaint: { projectId: number; address: string; message: string; now: number }): Promise<void> {
+  const address = normalizeAddress(complaint.address);
+  const message = complaint.message.slice(0, 1000);
+  await trx
+    .insertInto('suppressions')
+    .values({
+      project_id: complaint.projectId,
+      address,
+      status: 'rejected',
+      suppression_state: 'complaint',
+      blocked_until: null,
+      message,
+      soft_failures: 0,
+      created_at: complaint.now,
+      updated_at: complaint.now,
+    })
+    .onConflict((oc) =>
+      oc
+        .columns(['project_id', 'address'])
+        .doUpdateSet({ status: 'rejected', suppression_state: 'complaint', blocked_until: null, message, updated_at: complaint.now })
+        .where('suppressions.status', '<>', 'rejected'),
+    )
+    .execute();
+  await clearSoftBounces(trx, complaint.projectId, address);
+}
+
 /** Forgets the soft failures counted for an address (after a delivery succeeds, or a removal). */
 export async function clearSoftBounces(trx: Tx, projectId: number, address: string): Promise<void> {
   await trx.deleteFrom('soft_bounces').where('project_id', '=', projectId).where('address', '=', normalizeAddress(address)).execute();

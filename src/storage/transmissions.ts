@@ -64,10 +64,10 @@ export async function insertTransmissions(db: Tx, rows: readonly AcceptedTransmi
 }
 
 /**
- * Sets the first open (opened_at) or click (clicked_at) of a transmission: true when this call set
- * it, false when it was already set (or the transmission is gone).
+ * Sets the first open (opened_at), click (clicked_at) or spam complaint (spammed_at) of a
+ * transmission: true when this call set it, false when it was already set (or the transmission is gone).
  */
-export async function setFirstTrackingTime(db: Tx, id: number, column: 'opened_at' | 'clicked_at', now: number): Promise<boolean> {
+export async function setFirstTrackingTime(db: Tx, id: number, column: 'opened_at' | 'clicked_at' | 'spammed_at', now: number): Promise<boolean> {
   const updated = await db.updateTable('transmissions').set({ [column]: now }).where('id', '=', id).where(column, 'is', null).executeTakeFirst();
   return Number(updated.numUpdatedRows) === 1;
 }

@@ -53,6 +53,16 @@ describe('sandbox projects', () => {
     assert.equal((await h.transmission(`delay+1@${SIM}`)).status, 'retry');
     const complaint = await h.transmission(`complaint+1@${SIM}`);
     assert.equal(complaint.status, 'completed');
+    // The complaint, as a real one: recorded on the copy, counted by get_metrics, the address suppressed.
+    assert.equal(Number(complaint.spammed_at), Number(complaint.completed_at));
+    const complained = suppressions.find((s) => s.address === `complaint+1@${SIM}`);
+    assert.equal(complained?.status, 'rejected', JSON.stringify(suppressions));
+    const listed = await h.t.call('get_suppression_list', { api_key: h.seed.projectKey });
+    assert.equal(listed.body.data[`complaint+1@${SIM}`]?.suppression_state, 'complaint', JSON.stringify(listed.body));
+    const metrics = await h.t.call('get_metrics', { api_key: h.seed.projectKey });
+    assert.equal(metrics.status, 200, JSON.stringify(metrics.body));
+    assert.equal(metrics.body.data.metrics.date.spammed.current_value, 1, JSON.stringify(metrics.body.data.metrics.date));
+    assert.equal(metrics.body.data.metrics.date.delivered.current_value, 2);
 
     const events = (await h.events()).filter((e) => e.payload.message_id === messageId);
     const kinds = (recipient: string) => events.filter((e) => e.payload.recipient === recipient).map((e) => e.type);
@@ -77,6 +87,10 @@ describe('sandbox projects', () => {
     await h.send(simpleMessage(`bounce+1@${SIM}`, { headers: { from: 'S <s@posthorn.test>', subject: 'again' } }));
     await h.drain();
     assert.equal((await h.transmission(`bounce+1@${SIM}`)).result_code, 'SUPPRESSED');
+    // So is an address that complained.
+    await h.send(simpleMessage(`complaint+1@${SIM}`, { headers: { from: 'S <s@posthorn.test>', subject: 'again' } }));
+    await h.drain();
+    assert.equal((await h.transmission(`complaint+1@${SIM}`)).result_code, 'SUPPRESSED');
 
     assert.equal(peer.connectionCount, 0, 'the sandbox connected to the SMTP peer');
     assert.equal(peer.received.length, 0);

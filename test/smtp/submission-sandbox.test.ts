@@ -9,7 +9,7 @@
 // Nodemailer's SMTP transport (AUTH with the project's uid and key) and, in the same test, sent with
 // send_message: every transmission's status, result code and attempts, every attempt's host, the
 // suppressions and every webhook are the same on both paths. Each path has its own sandbox project
-// so that the addresses are the same exactly (a hard bounce suppresses its address in its project).
+// so that the addresses are the same exactly (a hard bounce and a complaint suppress their address in its project).
 // A project with sandbox off then submits to the same route and the peer receives it: the route
 // the sandbox did not use works.
 import assert from 'node:assert/strict';
@@ -221,9 +221,12 @@ describe('sandbox projects: SMTP submission and the API, through to webhooks', (
         webhooks: mine.map((w) => ({ event: w.event, status: w.status, result_code: w.result_code, result_message: w.result_message, host: w.host, attempts: w.attempts })),
       };
     }
-    // The hard bounce suppresses its address in the project, as a real one does.
-    const suppressions = await db.selectFrom('suppressions').select(['address', 'status']).where('project_id', '=', project.id).orderBy('address').execute();
-    assert.deepEqual(suppressions, [{ address: `bounce@${SIM}`, status: 'rejected' }]);
+    // The hard bounce and the complaint suppress their addresses in the project, as real ones do.
+    const suppressions = await db.selectFrom('suppressions').select(['address', 'status', 'suppression_state']).where('project_id', '=', project.id).orderBy('address').execute();
+    assert.deepEqual(suppressions, [
+      { address: `bounce@${SIM}`, status: 'rejected', suppression_state: 'hard_bounce' },
+      { address: `complaint@${SIM}`, status: 'rejected', suppression_state: 'complaint' },
+    ]);
     return records;
   }
 

@@ -6,7 +6,8 @@
 //   failed     failed_at in the period
 //   rejected   failed in the period with result_code SUPPRESSED (refused by the suppression list)
 //   opened     opened_at in the period;  clicked: clicked_at in the period
-//   spammed    0: Posthorn receives no complaint (feedback-loop) reports yet
+//   spammed    spammed_at in the period (a recipient's complaint: the sandbox's complaint address;
+//              Posthorn receives no feedback-loop reports from real mailbox providers yet)
 // The current period runs from its start to its end (so far, in practice); the previous one is
 // the whole period before it.
 //
@@ -37,8 +38,8 @@ export type Metrics = Record<MetricPeriod, Record<MetricName, MetricValue>>;
 
 const HOUR_MS = 3_600_000;
 
-/** What each metric counts: which timestamp, and what else must hold. null: always 0. */
-const METRIC_SOURCES: Record<MetricName, { column: MetricColumn; filter: MetricFilter } | null> = {
+/** What each metric counts: which timestamp, and what else must hold. */
+const METRIC_SOURCES: Record<MetricName, { column: MetricColumn; filter: MetricFilter }> = {
   created: { column: 'created_at', filter: 'none' },
   queued: { column: 'created_at', filter: 'pending' },
   delivered: { column: 'completed_at', filter: 'none' },
@@ -46,7 +47,7 @@ const METRIC_SOURCES: Record<MetricName, { column: MetricColumn; filter: MetricF
   rejected: { column: 'failed_at', filter: 'suppressed' },
   opened: { column: 'opened_at', filter: 'none' },
   clicked: { column: 'clicked_at', filter: 'none' },
-  spammed: null,
+  spammed: { column: 'spammed_at', filter: 'none' },
 };
 
 /** The current and previous window of each period containing nowMs (UTC; weeks start on Monday). */
@@ -91,7 +92,7 @@ export async function getMetrics(services: Services, projectIds: readonly number
   const counts = {} as Record<MetricName, number[]>;
   for (const name of METRIC_NAMES) {
     const source = METRIC_SOURCES[name];
-    counts[name] = source ? await countInWindows(services.store.db, projectIds, source.column, source.filter, windows) : windows.map(() => 0);
+    counts[name] = await countInWindows(services.store.db, projectIds, source.column, source.filter, windows);
   }
   const metrics = {} as Metrics;
   METRIC_PERIODS.forEach((period, p) => {
