@@ -10,7 +10,8 @@
 import { randomUUID } from 'node:crypto';
 import { domainToASCII } from 'node:url';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
-import { checkRenderedHeader } from './headers.ts';
+import { checkRenderedHeader, HeaderValueError } from './headers.ts';
+import { singleMailboxProblem } from './recipients.ts';
 import { buildMimeNow, compileMail, parseAddressHeader, type MailOptions } from './mime-build.ts';
 import type { MessagePayload } from './message-payload.ts';
 import { renderVariables, type PartKind, type Variables } from './variables.ts';
@@ -34,6 +35,17 @@ export function payloadHasVariables(payload: MessagePayload): boolean {
   return texts.some((t) => typeof t === 'string' && t.includes('{{'));
 }
 
+/**
+ * Renders the payload's texts with `variables` as delivery does (the message views show the same):
+ * escaping follows the part (domain/variables.ts), HTML-escaped in the HTML part only. Rows accepted
+ * before the template language keep their plain substitution (payload.syntax absent).
+ */
+export function payloadRenderer(payload: MessagePayload, variables: Variables) {
+  const syntax = payload.syntax ?? 'legacy';
+  return (text: string | null | undefined, kind: PartKind = 'header'): string | undefined =>
+    typeof text === 'string' ? renderVariables(text, variables, { kind, syntax }) : undefined;
+}
+
 export async function composeMime(
   payload: MessagePayload,
   variables: Variables,
@@ -43,14 +55,16 @@ export async function composeMime(
   // rendered ({{ }} in such a message is content); tracking, when it applies, rewrites each
   // transmission's copy of these bytes (delivery/message-contexts.ts, domain/rewrite-html-parts.ts).
   if (payload.raw !== undefined) return { mime: Buffer.from(payload.raw, 'base64'), fromAddress: firstAddress(payload.from ?? undefined), addressed: true };
-  // Escaping follows the part (domain/variables.ts): HTML-escaped in the HTML part only. Rows
-  // accepted before the template language keep their plain substitution (payload.syntax absent).
-  const syntax = payload.syntax ?? 'legacy';
-  const render = (text: string | null | undefined, kind: PartKind = 'header') =>
-    typeof text === 'string' ? renderVariables(text, variables, { kind, syntax }) : undefined;
+  const render = payloadRenderer(payload, variables);
   // Every rendered header value goes through the header check (domain/headers.ts): a substituted
   // variable must not bring a control character onto the wire.
   const from = checkRenderedHeader('From', render(payload.from));
+  // A From with {{variables}} is checked at acceptance only for line breaks (domain/send-request.ts):
+  // rendered, it must still be exactly one address, or the copy fails (no retry can fix it).
+  if (from !== undefined && payload.from?.includes('{{')) {
+    const problem = singleMailboxProblem(from);
+    if (problem !== null) throw new HeaderValueError('call_error', `The From header after variable substitution is not one address (${problem}): ${JSON.stringify(from.slice(0, 200))}.`);
+  }
   let html = render(payload.html, 'html');
   if (html !== undefined && opts.transformHtml) html = opts.transformHtml(html);
   const headers: Record<string, string> = {};

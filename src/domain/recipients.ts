@@ -91,6 +91,14 @@ function unquoteName(raw: string): string {
 }
 
 /** Parses one mailbox: "a@b.c", "<a@b.c>", "Name <a@b.c>" or "\"Doe, J\" <a@b.c>". */
+/** Why `value` is not exactly one mailbox (a From), or null when it is. */
+export function singleMailboxProblem(value: string): string | null {
+  const items = splitAddressList(value);
+  if (items.length !== 1) return 'it must be exactly one address';
+  const parsed = parseMailbox(items[0]);
+  return parsed.ok ? null : parsed.reason;
+}
+
 export function parseMailbox(text: string): AddressCheck {
   const trimmed = text.trim();
   if (LINE_BREAK.test(trimmed)) return { ok: false, reason: 'it contains a line break' };

@@ -16,6 +16,7 @@ import {
   collectRecipientEntries,
   invalidAddress,
   parseMailbox,
+  singleMailboxProblem,
   resolveRecipients,
   splitAddressList,
   type Recipient,
@@ -126,10 +127,8 @@ function checkMailboxList(what: string, value: string | null): Recipient[] {
 function checkSingleMailbox(what: string, value: string | null): void {
   // A From that holds {{variables}} is only known per recipient; it is checked for line breaks below.
   if (value === null || value.includes('{{')) return;
-  const items = splitAddressList(value);
-  if (items.length !== 1) throw invalidAddress(what, value, 'it must be exactly one address');
-  const parsed = parseMailbox(items[0]);
-  if (!parsed.ok) throw invalidAddress(what, value, parsed.reason);
+  const problem = singleMailboxProblem(value);
+  if (problem !== null) throw invalidAddress(what, value, problem);
 }
 
 /**

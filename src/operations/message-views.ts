@@ -4,8 +4,8 @@
 // it caused. The raw MIME is composed by the same composer delivery uses (domain/compose-mime.ts).
 import { ApiError } from '../domain/errors.ts';
 import { parsePayload, type MessagePayload } from '../domain/message-payload.ts';
-import { mergeVariables, renderVariables, type Variables } from '../domain/variables.ts';
-import { addressedMime, composeMime } from '../domain/compose-mime.ts';
+import { mergeVariables, type PartKind, type Variables } from '../domain/variables.ts';
+import { addressedMime, composeMime, payloadRenderer } from '../domain/compose-mime.ts';
 import type { Services } from '../services.ts';
 import {
   findMessageUidInProject,
@@ -153,15 +153,17 @@ export async function getMessageContent(services: Services, message: Message, re
   const copies = await listMessageTransmissions(services.store.db, Number(message.id), MAX_TIMELINE_RECIPIENTS);
   const copy = recipient ? copies.find((t) => t.recipient === recipient) : copies[0];
   const variables = variablesFor(payload, copy);
-  const render = (t: string | null) => (t === null ? null : renderVariables(t, variables));
+  // As delivery renders them (domain/compose-mime.ts): the HTML part HTML-escaped, the message's syntax.
+  const renderAs = payloadRenderer(payload, variables);
+  const render = (t: string | null, kind?: PartKind) => renderAs(t, kind) ?? null;
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(payload.headers ?? {})) headers[name] = renderVariables(value, variables);
+  for (const [name, value] of Object.entries(payload.headers ?? {})) headers[name] = renderAs(value)!;
   return {
     subject: render(payload.subject),
     from: render(payload.from),
     headers,
-    text: render(payload.text),
-    html: render(payload.html),
+    text: render(payload.text, 'text'),
+    html: render(payload.html, 'html'),
     attachments: (payload.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.contentType, sizeBytes: base64Bytes(a.content) })),
     renderedFor: copy?.recipient ?? null,
   };

@@ -129,6 +129,19 @@ describe('dashboard over HTTP', () => {
     // The same composition; only MIME boundaries are random per build.
     const sameBoundaries = (mime: string) => mime.replace(/_NmP-[0-9a-f]+-Part/g, '_NmP-B-Part');
     assert.equal(sameBoundaries(Buffer.from(source.body.data.message.source, 'base64').toString('utf8')), sameBoundaries(page.text));
+    // Variables are rendered as delivery renders them: HTML-escaped in the HTML part only.
+    const escaped = await t.call('send_message', {
+      api_key: seed.projectKey,
+      uid: 'escaped-1',
+      arguments: { recipients: 'e@example.com', headers: { from: 'sender@example.com', subject: 'S {{name}}' }, content: { 'text/html': '<p>{{name}}</p>', 'text/plain': 't {{name}}' }, variables: { name: '<b>bold</b>' } },
+    });
+    assert.equal(escaped.status, 200, JSON.stringify(escaped.body));
+    const shown = (await t.call('get_message_content', { api_key: seed.projectKey, uid: 'escaped-1' })).body.data.message;
+    assert.equal(shown.html, '<p>&lt;b&gt;bold&lt;/b&gt;</p>');
+    assert.equal(shown.text, 't <b>bold</b>');
+    assert.equal(shown.subject, 'S <b>bold</b>');
+    const frameOf = await client.get(`/messages/${escaped.body.data.message.id}/html`);
+    assert.ok(frameOf.text.includes('<p>&lt;b&gt;bold&lt;/b&gt;</p>'), frameOf.text);
     const missing = await t.call('get_message_content', { api_key: seed.projectKey, uid: 'no-such-message' });
     assert.equal(missing.status, 404);
     const theirs = await t.call('get_message_content', { api_key: other.projectKey, uid: 'hostile-1' });

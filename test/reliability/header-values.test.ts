@@ -40,6 +40,19 @@ describe('checkHeaderValue', () => {
   });
 });
 
+describe('a From with variables, rendered', () => {
+  it('must still be exactly one address: none, two, a comma in a bare display name or a broken address fail the copy', async () => {
+    const payload = (from: string) => ({ v: 1, syntax: 'handlebars', from, subject: 's', text: 'x', html: null, headers: {}, messageId: '<m@x>' }) as any;
+    const date = new Date(0);
+    const composed = await composeMime(payload('{{s}} <shop@example.test>'), { s: 'Shop' }, { date });
+    assert.match(composed.mime.toString(), /^From: Shop <shop@example\.test>\r$/m);
+    await composeMime(payload('"{{s}}" <shop@example.test>'), { s: 'Shop, Inc' }, { date });
+    for (const [from, s] of [['{{s}}', 'not-an-address'], ['{{s}}', ''], ['{{s}}', 'a@example.test, b@example.test'], ['{{s}} <shop@example.test>', 'Shop, Inc'], ['{{s}}@example.test', 'a b<>']]) {
+      await assert.rejects(composeMime(payload(from!), { s: s! }, { date }), (e: unknown) => e instanceof HeaderValueError && /From header after variable substitution is not one address/.test((e as Error).message), `${from} with ${s}`);
+    }
+  });
+});
+
 describe('header values at a real SMTP sink', () => {
   let peer: SmtpPeer;
   let h: DeliveryHarness;
