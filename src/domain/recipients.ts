@@ -90,7 +90,6 @@ function unquoteName(raw: string): string {
   return name;
 }
 
-/** Parses one mailbox: "a@b.c", "<a@b.c>", "Name <a@b.c>" or "\"Doe, J\" <a@b.c>". */
 /** Why `value` is not exactly one mailbox (a From), or null when it is. */
 export function singleMailboxProblem(value: string): string | null {
   const items = splitAddressList(value);
@@ -99,6 +98,7 @@ export function singleMailboxProblem(value: string): string | null {
   return parsed.ok ? null : parsed.reason;
 }
 
+/** Parses one mailbox: "a@b.c", "<a@b.c>", "Name <a@b.c>" or "\"Doe, J\" <a@b.c>". */
 export function parseMailbox(text: string): AddressCheck {
   const trimmed = text.trim();
   if (LINE_BREAK.test(trimmed)) return { ok: false, reason: 'it contains a line break' };
