@@ -39,6 +39,9 @@ class SmtpReply extends Error {
 
 interface SessionState {
   caller: ProjectCaller | null;
+  /** the key the session authenticated with, checked again for each message: a key rotated or a
+   * project or account disabled during the session stops it as it stops a new login */
+  key: string | null;
 }
 
 export interface SubmissionOptions {
@@ -169,7 +172,7 @@ export class SubmissionListener implements BackgroundService {
     const open = this.connectionsPerIp.get(ip) ?? 0;
     if (open >= this.services.config.submissionMaxConnectionsPerIp) return new SmtpReply(421, '4.7.0 Too many connections from your address, try again later');
     this.connectionsPerIp.set(ip, open + 1);
-    this.sessions.set(session.id, { caller: null });
+    this.sessions.set(session.id, { caller: null, key: null });
     return null;
   }
 
@@ -205,7 +208,10 @@ export class SubmissionListener implements BackgroundService {
     // Only a project key, and only with its own project's uid as the user name.
     if (caller.keyKind !== 'project' || caller.project === null || caller.project.uid !== user) throw fail();
     const state = this.sessions.get(session.id);
-    if (state) state.caller = caller as ProjectCaller;
+    if (state) {
+      state.caller = caller as ProjectCaller;
+      state.key = password;
+    }
     return user;
   }
 
@@ -256,8 +262,9 @@ export class SubmissionListener implements BackgroundService {
     if (smuggled !== -1) {
       throw new SmtpReply(550, '5.6.0 A "." line is reached through a bare CR or LF (SMTP smuggling); send CRLF line ends');
     }
-    const caller = this.sessions.get(session.id)?.caller;
-    if (!caller) throw new SmtpReply(530, '5.7.0 Authentication required');
+    const state = this.sessions.get(session.id);
+    if (!state?.caller || state.key === null) throw new SmtpReply(530, '5.7.0 Authentication required');
+    const caller = await this.stillAuthorized(state);
     try {
       const sent = await submitMessage(this.services, caller, {
         envelopeFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
@@ -269,6 +276,22 @@ export class SubmissionListener implements BackgroundService {
       if (error instanceof SubmissionRefused) throw new SmtpReply(error.code, error.text);
       throw error;
     }
+  }
+
+  /** The session's caller as its key answers now: a rotated key or a disabled project or account ends the session's sending. */
+  private async stillAuthorized(state: SessionState): Promise<ProjectCaller> {
+    try {
+      const caller = await authenticate(this.services, state.key!);
+      if (caller.keyKind === 'project' && caller.project !== null && caller.project.id === state.caller!.project.id) {
+        state.caller = caller as ProjectCaller;
+        return state.caller;
+      }
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+    }
+    state.caller = null;
+    state.key = null;
+    throw new SmtpReply(535, '5.7.8 The credentials of this session are no longer valid (key rotated, or project or account disabled)');
   }
 
   private temporaryFailure(error: unknown, what: string): SmtpReply {

@@ -245,6 +245,36 @@ describe('SMTP submission with Nodemailer', () => {
     assert.equal(error.responseCode, 552);
   });
 
+  it('stops an open session sending once its project is disabled (the key checked again for each message)', async () => {
+    const other = await h.t.seed('Open session');
+    // One pooled connection: both messages go over the same authenticated session.
+    const pooled = nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: h.port,
+      requireTLS: true,
+      tls: { ca: h.cert.certPem, servername: 'localhost' },
+      auth: { user: other.projectUid, pass: other.projectKey },
+      pool: true,
+      maxConnections: 1,
+    });
+    try {
+      const first = await pooled.sendMail({ from: 'a@example.test', to: 'b@example.test', text: 'first' });
+      assert.match(first.response, /^250 /);
+      const account = await h.t.app.services.store.db.selectFrom('accounts').selectAll().where('id', '=', other.accountId).executeTakeFirstOrThrow();
+      await setProjectStatus(h.t.app.services, account, other.projectUid, 'disabled');
+      const refused = await pooled.sendMail({ from: 'a@example.test', to: 'b@example.test', text: 'second' }).then(
+        () => assert.fail('the second message was accepted on the open session'),
+        (error: any) => error,
+      );
+      assert.equal(refused.responseCode, 535, String(refused));
+      assert.match(String(refused.response), /no longer valid/);
+    } finally {
+      pooled.close();
+    }
+    const stored = await h.t.app.services.store.db.selectFrom('messages').select('id').where('project_id', '=', other.projectId).execute();
+    assert.equal(stored.length, 1);
+  });
+
   it('refuses AUTH with a wrong key, an account key, another project uid or a disabled project (535), and AUTH before TLS', async () => {
     const mail = { from: 'a@example.test', to: 'b@example.test', text: 'x' };
     const wrong = await sendExpectingError(transport({ pass: 'not-a-key' }), mail);
