@@ -197,22 +197,30 @@ export class SubmissionListener implements BackgroundService {
     };
     const user = auth.username ?? '';
     const password = auth.password ?? '';
-    let caller;
-    try {
-      caller = await authenticate(this.services, password);
-    } catch (error) {
-      // 401 (unknown or rotated key) and 423 (disabled account or project) alike: 535.
-      if (error instanceof ApiError) throw fail();
-      throw error;
-    }
-    // Only a project key, and only with its own project's uid as the user name.
-    if (caller.keyKind !== 'project' || caller.project === null || caller.project.uid !== user) throw fail();
+    const caller = await this.projectCaller(password, user);
+    if (!caller) throw fail();
     const state = this.sessions.get(session.id);
     if (state) {
-      state.caller = caller as ProjectCaller;
+      state.caller = caller;
       state.key = password;
     }
     return user;
+  }
+
+  /**
+   * The caller of `key` when it is an active key of the project whose uid is `projectUid`, else
+   * null: 401 (unknown or rotated key) and 423 (disabled account or project) alike, an account key,
+   * another project's key.
+   */
+  private async projectCaller(key: string, projectUid: string): Promise<ProjectCaller | null> {
+    let caller;
+    try {
+      caller = await authenticate(this.services, key);
+    } catch (error) {
+      if (error instanceof ApiError) return null;
+      throw error;
+    }
+    return caller.keyKind === 'project' && caller.project !== null && caller.project.uid === projectUid ? (caller as ProjectCaller) : null;
   }
 
   private forgetOldFailures(now: number): void {
@@ -263,7 +271,7 @@ export class SubmissionListener implements BackgroundService {
       throw new SmtpReply(550, '5.6.0 A "." line is reached through a bare CR or LF (SMTP smuggling); send CRLF line ends');
     }
     const state = this.sessions.get(session.id);
-    if (!state?.caller || state.key === null) throw new SmtpReply(530, '5.7.0 Authentication required');
+    if (!state?.caller) throw new SmtpReply(530, '5.7.0 Authentication required');
     const caller = await this.stillAuthorized(state);
     try {
       const sent = await submitMessage(this.services, caller, {
@@ -280,15 +288,8 @@ export class SubmissionListener implements BackgroundService {
 
   /** The session's caller as its key answers now: a rotated key or a disabled project or account ends the session's sending. */
   private async stillAuthorized(state: SessionState): Promise<ProjectCaller> {
-    try {
-      const caller = await authenticate(this.services, state.key!);
-      if (caller.keyKind === 'project' && caller.project !== null && caller.project.id === state.caller!.project.id) {
-        state.caller = caller as ProjectCaller;
-        return state.caller;
-      }
-    } catch (error) {
-      if (!(error instanceof ApiError)) throw error;
-    }
+    const caller = state.caller && state.key !== null ? await this.projectCaller(state.key, state.caller.project.uid) : null;
+    if (caller) return (state.caller = caller);
     state.caller = null;
     state.key = null;
     throw new SmtpReply(535, '5.7.8 The credentials of this session are no longer valid (key rotated, or project or account disabled)');

@@ -118,23 +118,8 @@ export async function recordBounce(trx: Tx, bounce: BounceRecord): Promise<void>
   const address = normalizeAddress(bounce.address);
   const message = bounce.message.slice(0, 1000);
   if (bounce.kind === 'hard') {
-    await trx
-      .insertInto('suppressions')
-      .values({
-        project_id: bounce.projectId,
-        address,
-        status: 'rejected',
-        suppression_state: 'hard_bounce',
-        blocked_until: null,
-        message,
-        soft_failures: 0,
-        created_at: bounce.now,
-        updated_at: bounce.now,
-      })
-      .onConflict((oc) =>
-        oc.columns(['project_id', 'address']).doUpdateSet({ status: 'rejected', suppression_state: 'hard_bounce', blocked_until: null, message, updated_at: bounce.now }),
-      )
-      .execute();
+    // A hard bounce is the strongest word on an address: it replaces any entry.
+    await putRejected(trx, { projectId: bounce.projectId, address, state: 'hard_bounce', message, now: bounce.now }, true);
     await clearSoftBounces(trx, bounce.projectId, address);
     return;
   }
@@ -219,28 +204,39 @@ async function recordSoftBounce(trx: Tx, bounce: BounceRecord): Promise<void> {
  */
 export async function recordComplaint(trx: Tx, complaint: { projectId: number; address: string; message: string; now: number }): Promise<void> {
   const address = normalizeAddress(complaint.address);
-  const message = complaint.message.slice(0, 1000);
+  await putRejected(trx, { projectId: complaint.projectId, address, state: 'complaint', message: complaint.message.slice(0, 1000), now: complaint.now }, false);
+  await clearSoftBounces(trx, complaint.projectId, address);
+}
+
+/**
+ * Puts a normalized address on the list as `rejected` with `state` (hard_bounce, complaint,
+ * manual). An entry already there becomes this one if it is a `warning`, or whatever it is when
+ * `replacesRejected`.
+ */
+async function putRejected(
+  trx: Tx,
+  entry: { projectId: number; address: string; state: string; message: string | null; now: number },
+  replacesRejected: boolean,
+): Promise<void> {
+  const update = { status: 'rejected', suppression_state: entry.state, blocked_until: null, message: entry.message, updated_at: entry.now };
   await trx
     .insertInto('suppressions')
     .values({
-      project_id: complaint.projectId,
-      address,
+      project_id: entry.projectId,
+      address: entry.address,
       status: 'rejected',
-      suppression_state: 'complaint',
+      suppression_state: entry.state,
       blocked_until: null,
-      message,
+      message: entry.message,
       soft_failures: 0,
-      created_at: complaint.now,
-      updated_at: complaint.now,
+      created_at: entry.now,
+      updated_at: entry.now,
     })
-    .onConflict((oc) =>
-      oc
-        .columns(['project_id', 'address'])
-        .doUpdateSet({ status: 'rejected', suppression_state: 'complaint', blocked_until: null, message, updated_at: complaint.now })
-        .where('suppressions.status', '<>', 'rejected'),
-    )
+    .onConflict((oc) => {
+      const set = oc.columns(['project_id', 'address']).doUpdateSet(update);
+      return replacesRejected ? set : set.where('suppressions.status', '<>', 'rejected');
+    })
     .execute();
-  await clearSoftBounces(trx, complaint.projectId, address);
 }
 
 /** Forgets the soft failures counted for an address (after a delivery succeeds, or a removal). */
@@ -270,26 +266,7 @@ export async function findSuppressions(db: Tx, projectId: number, addresses: rea
  */
 export async function addManualSuppressions(trx: Tx, projectId: number, addresses: readonly string[], message: string | null, now: number): Promise<void> {
   for (const address of addresses) {
-    await trx
-      .insertInto('suppressions')
-      .values({
-        project_id: projectId,
-        address: normalizeAddress(address),
-        status: 'rejected',
-        suppression_state: 'manual',
-        blocked_until: null,
-        message,
-        soft_failures: 0,
-        created_at: now,
-        updated_at: now,
-      })
-      .onConflict((oc) =>
-        oc
-          .columns(['project_id', 'address'])
-          .doUpdateSet({ status: 'rejected', suppression_state: 'manual', blocked_until: null, message, updated_at: now })
-          .where('suppressions.status', '<>', 'rejected'),
-      )
-      .execute();
+    await putRejected(trx, { projectId, address: normalizeAddress(address), state: 'manual', message, now }, false);
   }
 }
 
