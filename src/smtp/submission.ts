@@ -147,8 +147,11 @@ export class SubmissionListener implements BackgroundService {
           (error: unknown) => callback(error instanceof SmtpReply ? error : this.temporaryFailure(error, 'authentication')),
         );
       },
-      onMailFrom: (_address, session, callback) => callback(this.checkMailFrom(session) ?? undefined),
-      onRcptTo: (address, session, callback) => callback(this.checkRecipient(address.address, session) ?? undefined),
+      // Answered on a later turn: smtp-server 3.21 stops reading a connection when both hooks call
+      // back synchronously and whole transactions arrive pipelined in one write (the client then
+      // waits for replies that never come, until the idle timeout).
+      onMailFrom: (_address, session, callback) => setImmediate(() => callback(this.checkMailFrom(session) ?? undefined)),
+      onRcptTo: (address, session, callback) => setImmediate(() => callback(this.checkRecipient(address.address, session) ?? undefined)),
       onData: (stream, session, callback) => {
         this.receive(stream, session).then(
           (id) => callback(null, `2.0.0 Ok: queued as ${id}`),

@@ -94,6 +94,19 @@ describe('SMTP submission: smuggling and limits', () => {
     d.send('QUIT\r\n');
   });
 
+  it('answers whole transactions pipelined in one write, each message and the QUIT after them', async () => {
+    const d = await loggedIn();
+    const message = (n: number) =>
+      `MAIL FROM:<sender@example.test>\r\nRCPT TO:<batch-${n}@example.test>\r\nDATA\r\nFrom: sender@example.test\r\nSubject: batch ${n}\r\n\r\nbody ${n}\r\n.\r\n`;
+    d.send(`${message(1)}${message(2)}QUIT\r\n`);
+    const codes: number[] = [];
+    for (let i = 0; i < 9; i++) codes.push((await d.reply(5000)).code);
+    assert.deepEqual(codes, [250, 250, 354, 250, 250, 250, 354, 250, 221]);
+    await d.closed();
+    assert.equal(await recipientsStored('batch-1@example.test'), 1);
+    assert.equal(await recipientsStored('batch-2@example.test'), 1);
+  });
+
   it('accepts a dot line that arrives dot-stuffed between CRLFs (control case)', async () => {
     const d = await loggedIn();
     await startData(d, 'control@example.test');
