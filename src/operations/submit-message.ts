@@ -73,6 +73,7 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
   if (input.recipients.length > services.config.maxRecipients) {
     throw new SubmissionRefused(452, `4.5.3 At most ${services.config.maxRecipients} recipients per message`);
   }
+  if (input.raw.length === 0) throw new SubmissionRefused(550, '5.6.0 The message is empty');
   const split = splitHeaderSection(input.raw);
   const fields = readHeaderFields(split.header);
   const first = (name: string) => fields.find((f) => f.name === name);

@@ -162,12 +162,25 @@ export class SubmissionListener implements BackgroundService {
     // The raw TCP socket of every connection, for the total connection time limit: smtp-server's
     // own timeout is an idle one, and a client trickling bytes would never meet it.
     server.server.on('connection', (socket: net.Socket) => {
-      const timer = setTimeout(() => socket.destroy(), config.submissionTotalTimeoutMs);
+      const timer = setTimeout(() => this.endOverTime(server, socket), config.submissionTotalTimeoutMs);
       timer.unref();
       socket.once('close', () => clearTimeout(timer));
     });
     server.on('error', (error) => this.services.log.debug({ err: error }, 'SMTP submission connection error'));
     return server;
+  }
+
+  /**
+   * A connection past the total time limit: 421 on the connection's own (perhaps TLS) socket, then
+   * closed; the raw socket is destroyed a moment later whatever the client does.
+   */
+  private endOverTime(server: SMTPServer, socket: net.Socket): void {
+    for (const connection of server.connections) {
+      if (connection.remotePort !== socket.remotePort || connection.remoteAddress !== socket.remoteAddress) continue;
+      connection.send(421, '4.4.2 Connection time limit reached, closing');
+      connection.close();
+    }
+    setTimeout(() => socket.destroy(), 1000).unref();
   }
 
   private admit(session: SMTPServerSession): SmtpReply | null {
@@ -262,10 +275,18 @@ export class SubmissionListener implements BackgroundService {
     const max = this.services.config.submissionMaxBytes;
     const chunks: Buffer[] = [];
     let bytes = 0;
-    for await (const chunk of stream as AsyncIterable<Buffer>) {
-      // Keep draining past the limit (the client must reach the end of DATA), but stop storing.
-      if (bytes + chunk.length <= max) chunks.push(chunk);
-      bytes += chunk.length;
+    try {
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        // Keep draining past the limit (the client must reach the end of DATA), but stop storing.
+        if (bytes + chunk.length <= max) chunks.push(chunk);
+        bytes += chunk.length;
+      }
+    } catch (error) {
+      // The client went away before the end of DATA: nothing was accepted, nothing is stored, and
+      // no one is left to answer. Not a failure of the service.
+      if ((error as { code?: unknown }).code !== 'ECONNECTION') throw error;
+      this.services.log.info({ remoteAddress: session.remoteAddress, bytes }, 'SMTP submission: the client closed the connection before the end of a message; nothing stored');
+      throw new SmtpReply(451, '4.4.2 Connection closed before the end of the message');
     }
     if (stream.sizeExceeded || bytes > max) throw new SmtpReply(552, `5.3.4 Message exceeds the ${max} byte limit`);
     const raw = Buffer.concat(chunks, bytes);

@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { Logger } from 'pino';
 import type { Config } from '../../src/config.ts';
 import type { SubmissionListener } from '../../src/smtp/submission.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
@@ -47,7 +48,9 @@ export interface SubmissionHarness {
   close(): Promise<void>;
 }
 
-export async function startSubmissionHarness(opts: { config?: Partial<Config>; delivery?: boolean; tls?: boolean } = {}): Promise<SubmissionHarness> {
+export async function startSubmissionHarness(
+  opts: { config?: Partial<Config>; delivery?: boolean; tls?: boolean; log?: Logger } = {},
+): Promise<SubmissionHarness> {
   const sink = await startSmtpPeer({ starttls: false });
   const cert = makeCertificate();
   const tls = opts.tls ?? true;
@@ -66,6 +69,7 @@ export async function startSubmissionHarness(opts: { config?: Partial<Config>; d
       socketTimeoutMs: 10_000,
       ...opts.config,
     },
+    ...(opts.log ? { log: opts.log } : {}),
   });
   const seed = await t.seed();
   const listener = t.app.background.find((s) => s.name === 'smtp-submission') as SubmissionListener | undefined;

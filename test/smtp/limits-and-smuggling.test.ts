@@ -3,9 +3,11 @@
 // advertised, the published SMTP smuggling sequences, and every limit (SIZE, recipients, messages
 // per connection, connections per address, idle and total timeouts, failed AUTH attempts).
 import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
+import pino from 'pino';
 import { MAX_AUTH_FAILURES } from '../../src/smtp/submission.ts';
-import { openDialog, type Dialog } from './dialog.ts';
+import { openDialog, type Dialog, type SmtpReplyText } from './dialog.ts';
 import { startSubmissionHarness, type SubmissionHarness } from './harness.ts';
 
 /** The published end-of-data smuggling sequences: a "." line reached through a bare CR or LF. */
@@ -24,8 +26,12 @@ describe('SMTP submission: smuggling and limits', () => {
   let h: SubmissionHarness;
   const open: Dialog[] = [];
 
+  /** the service's log lines, info and up */
+  const logged: Array<{ level: number; msg: string }> = [];
+
   before(async () => {
     h = await startSubmissionHarness({
+      log: pino({ level: 'info' }, new Writable({ write: (chunk, _e, cb) => (logged.push(JSON.parse(String(chunk))), cb()) })),
       tls: false,
       delivery: false,
       config: {
@@ -140,6 +146,38 @@ describe('SMTP submission: smuggling and limits', () => {
     });
   }
 
+  it('refuses an empty message with an answer that says so', async () => {
+    const d = await loggedIn();
+    await startData(d, 'empty@example.test');
+    d.send('.\r\n');
+    const answer = await d.reply();
+    assert.equal(answer.code, 550);
+    assert.match(answer.text, /5\.6\.0 The message is empty/);
+    assert.equal(await recipientsStored('empty@example.test'), 0);
+    d.send('QUIT\r\n');
+  });
+
+  it('stores nothing of a message whose client goes away before the end of DATA, and logs it as no error', async () => {
+    const d = await loggedIn();
+    await startData(d, 'gone@example.test');
+    d.send('From: sender@example.test\r\nSubject: cut off\r\n\r\nhalf a bod');
+    const note = 'the client closed the connection before the end of a message';
+    const seen = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('no log line about the closed connection within 5 s')), 5000);
+      const check = () => (logged.some((l) => l.msg.includes(note)) ? (clearTimeout(timer), resolve()) : setTimeout(check, 20));
+      check();
+    });
+    d.close();
+    await seen;
+    const line = logged.find((l) => l.msg.includes(note));
+    assert.equal(line?.level, 30, 'logged at info');
+    assert.deepEqual(
+      logged.filter((l) => l.level >= 50).map((l) => l.msg),
+      [],
+    );
+    assert.equal(await recipientsStored('gone@example.test'), 0);
+  });
+
   it('refuses a NUL or a bare LF inside a header line', async () => {
     const d = await loggedIn();
     await startData(d, 'nul@example.test');
@@ -207,9 +245,8 @@ describe('SMTP submission: smuggling and limits', () => {
     assert.equal(timeout.code, 421);
     await idle.closed(5000);
 
-    const busy = await dialog();
-    assert.equal((await busy.reply()).code, 220);
     const started = Date.now();
+    const busy = await loggedIn();
     let closed = false;
     busy.closed(10_000).then(() => (closed = true), () => undefined);
     // A NOOP every 300 ms keeps it from being idle; at most 30 of them (9 s) before the test fails.
@@ -219,6 +256,11 @@ describe('SMTP submission: smuggling and limits', () => {
       await new Promise((r) => setTimeout(r, 300));
     }
     assert.ok(closed, 'the total time limit closed the connection');
+    // The last reply before the close says why (replies still unread are kept past the close).
+    let last: SmtpReplyText | null = null;
+    for (let answer = await busy.reply(500).catch(() => null); answer; answer = await busy.reply(500).catch(() => null)) last = answer;
+    assert.equal(last?.code, 421, `the last reply is the time limit's 421 (got ${last?.text})`);
+    assert.match(last?.text ?? '', /4\.4\.2 Connection time limit/);
     assert.ok(Date.now() - started >= 2500);
   });
 
