@@ -7,8 +7,8 @@
 // Versions: 1 is composed content (send_message). 2 adds `raw`: a message submitted over SMTP
 // (docs/smtp-submission.md), delivered as those bytes, not recomposed (with tracking, each copy's
 // text/html parts rewritten: domain/rewrite-html-parts.ts); its from/subject are the
-// decoded header values for reports, and text/html/headers/attachments stay empty. A version 1
-// row reads as before (no raw).
+// decoded header values for reports, and text/html/headers/attachments stay empty (the message
+// views read them from raw: domain/mime-content.ts). A version 1 row reads as before (no raw).
 import type { TemplateSyntax, VariableValue } from './variables.ts';
 
 export interface PayloadAttachment {

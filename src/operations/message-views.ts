@@ -1,9 +1,12 @@
 // What the dashboard (and the get_message_content / get_message_source API methods) show of
 // messages: a keyset-paged search of one project's messages, and one message with its content,
 // per-recipient timeline (attempts, opens, clicks, bounce, suppression) and the webhook deliveries
-// it caused. The raw MIME is composed by the same composer delivery uses (domain/compose-mime.ts).
+// it caused. The raw MIME is composed by the same composer delivery uses (domain/compose-mime.ts);
+// a message submitted over SMTP is stored as MIME, and its content is read from it
+// (domain/mime-content.ts).
 import { ApiError } from '../domain/errors.ts';
 import { parsePayload, type MessagePayload } from '../domain/message-payload.ts';
+import { readMimeContent, type MimeContent } from '../domain/mime-content.ts';
 import { mergeVariables, type PartKind, type Variables } from '../domain/variables.ts';
 import { addressedMime, composeMime, payloadRenderer } from '../domain/compose-mime.ts';
 import type { Services } from '../services.ts';
@@ -145,6 +148,8 @@ export interface MessageContent {
   attachments: Array<{ filename: string; contentType: string; sizeBytes: number }>;
   /** the recipient whose variables were rendered in, or null for the message's global ones */
   renderedFor: string | null;
+  /** the Message-ID header value delivery writes, brackets included (fixed at acceptance) */
+  messageId: string;
 }
 
 /** The content as the given copy (or the first) received it: variables rendered, tracking not applied. */
@@ -152,6 +157,7 @@ export async function getMessageContent(services: Services, message: Message, re
   const payload = parsePayload(message.payload);
   const copies = await listMessageTransmissions(services.store.db, Number(message.id), MAX_TIMELINE_RECIPIENTS);
   const copy = recipient ? copies.find((t) => t.recipient === recipient) : copies[0];
+  if (payload.raw !== undefined) return submittedContent(services, message, payload, payload.raw, copy);
   const variables = variablesFor(payload, copy);
   // As delivery renders them (domain/compose-mime.ts): the HTML part HTML-escaped, the message's syntax.
   const renderAs = payloadRenderer(payload, variables);
@@ -166,6 +172,34 @@ export async function getMessageContent(services: Services, message: Message, re
     html: render(payload.html, 'html'),
     attachments: (payload.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.contentType, sizeBytes: base64Bytes(a.content) })),
     renderedFor: copy?.recipient ?? null,
+    messageId: payload.messageId,
+  };
+}
+
+/**
+ * A message submitted over SMTP (docs/smtp-submission.md): what its stored MIME says, read only
+ * when a view asks for it. Every copy is those bytes, and they are the message as submitted, before
+ * tracking rewrites each copy's HTML at delivery: the HTML the sender wrote, as for API messages.
+ * The Message-ID is the one in those bytes (the sender's, or the one added at acceptance). MIME
+ * that mailparser fails on shows as no content (subject and From as recorded at acceptance), not
+ * as an error.
+ */
+async function submittedContent(services: Services, message: Message, payload: MessagePayload, raw: string, copy: Transmission | undefined): Promise<MessageContent> {
+  let read: MimeContent | null = null;
+  try {
+    read = await readMimeContent(Buffer.from(raw, 'base64'));
+  } catch (error) {
+    services.log.warn({ err: error, message: Number(message.id) }, 'the stored MIME of a submitted message could not be read');
+  }
+  return {
+    subject: read ? read.subject : payload.subject,
+    from: read ? read.from : payload.from,
+    headers: read?.headers ?? {},
+    text: read?.text ?? null,
+    html: read?.html ?? null,
+    attachments: read?.attachments ?? [],
+    renderedFor: copy?.recipient ?? null,
+    messageId: payload.messageId,
   };
 }
 

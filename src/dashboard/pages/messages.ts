@@ -106,7 +106,7 @@ function messagePage(view: MessageView, content: Awaited<ReturnType<typeof getMe
   return html`<dl class="summary">
 <dt>Project</dt><dd><a href="/projects/${encodeURIComponent(view.project.uid)}">${view.project.name}</a></dd>
 <dt>UID</dt><dd><code>${m.uid}</code> <button type="button" class="copy" data-copy="${m.uid}">Copy</button></dd>
-<dt>Message-ID</dt><dd><code>&lt;${m.unique_id}&gt;</code></dd>
+<dt>Message-ID</dt><dd><code>${content.messageId}</code></dd>
 <dt>Accepted</dt><dd>${formatTime(Number(m.created_at))}</dd>
 <dt>Template</dt><dd>${m.template ?? '(none)'}</dd>
 <dt>From</dt><dd>${content.from ?? ''}</dd>

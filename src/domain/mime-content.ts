@@ -1,0 +1,104 @@
+// What a finished MIME message says, read back for the message views (docs/dashboard.md, "One
+// message"): a message submitted over SMTP is stored as its MIME (payload.raw,
+// domain/message-payload.ts), and its subject, From, header fields, text and HTML parts and
+// attachment list are read from those bytes with mailparser when a view asks for them.
+//
+// One pass of mailparser's stream parser, nothing derived: no text made from the HTML or HTML from
+// the text, no links or cid: images rewritten, and each attachment's bytes counted as they stream
+// past, never held (a message may carry up to --submission-max-bytes of them). Pure: bytes in,
+// values out.
+import { MailParser, type AddressObject, type AttachmentStream, type HeaderLines, type Headers, type MessageText } from 'mailparser';
+
+export interface MimeAttachment {
+  /** as the part names it; '' when it names none */
+  filename: string;
+  /** without parameters ("application/pdf") */
+  contentType: string;
+  /** decoded size */
+  sizeBytes: number;
+}
+
+export interface MimeContent {
+  /** RFC 2047 words decoded; null without a Subject field */
+  subject: string | null;
+  /** the From field as text, RFC 2047 words decoded; null without one */
+  from: string | null;
+  /**
+   * The header fields of the message but From and Subject, names as written, values unfolded as
+   * written; a name that occurs more than once has its values joined by a line break.
+   */
+  headers: Record<string, string>;
+  /** the text/plain parts (joined as mailparser joins them), or null */
+  text: string | null;
+  /** the text/html parts, or null */
+  html: string | null;
+  attachments: MimeAttachment[];
+}
+
+/** Fields with a value of their own in MimeContent. */
+const OWN_FIELDS = new Set(['from', 'subject']);
+
+/** Reads a MIME message; rejects only when mailparser itself fails on it. */
+export function readMimeContent(mime: Buffer): Promise<MimeContent> {
+  return new Promise((resolve, reject) => {
+    const parser = new MailParser({ skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true, skipTextLinks: true });
+    let headers: Headers = new Map();
+    let headerLines: HeaderLines = [];
+    let text: string | null = null;
+    let html: string | null = null;
+    const attachments: MimeAttachment[] = [];
+    parser.on('headers', (h: Headers) => {
+      headers = h;
+    });
+    parser.on('headerLines', (lines: HeaderLines) => {
+      headerLines = lines;
+    });
+    parser.on('data', (data: AttachmentStream | MessageText) => {
+      if (data.type === 'text') {
+        // With skipHtmlToText an HTML-only message has an empty text: no text part.
+        text = data.text || null;
+        html = typeof data.html === 'string' ? data.html : null;
+        return;
+      }
+      const attachment: MimeAttachment = { filename: data.filename ?? '', contentType: data.contentType, sizeBytes: 0 };
+      attachments.push(attachment);
+      data.content.on('data', (chunk: Buffer) => {
+        attachment.sizeBytes += chunk.length;
+      });
+      data.content.on('end', () => data.release());
+      // A part whose decoding fails would otherwise never end, and the parser would wait for it.
+      data.content.on('error', reject);
+    });
+    parser.on('error', reject);
+    parser.on('end', () => {
+      const subject = headers.get('subject');
+      const from = headers.get('from') as AddressObject | undefined;
+      resolve({
+        subject: typeof subject === 'string' ? subject : null,
+        from: from?.text || null,
+        headers: fieldsOf(headerLines),
+        text,
+        html,
+        attachments,
+      });
+    });
+    parser.end(mime);
+  });
+}
+
+function fieldsOf(lines: HeaderLines): Record<string, string> {
+  const fields = new Map<string, { name: string; values: string[] }>();
+  for (const { key, line } of lines) {
+    const colon = line.indexOf(':');
+    // A line that is no field (mailparser keeps it) is not shown as one.
+    if (colon <= 0 || OWN_FIELDS.has(key)) continue;
+    // RFC 5322 2.2.3: unfolding removes the line breaks of folded lines, nothing else.
+    const value = line.slice(colon + 1).replace(/\r?\n/g, '').trim();
+    const field = fields.get(key);
+    if (field) field.values.push(value);
+    else fields.set(key, { name: line.slice(0, colon).trim(), values: [value] });
+  }
+  const out: Record<string, string> = {};
+  for (const { name, values } of fields.values()) out[name] = values.join('\n');
+  return out;
+}
