@@ -14,7 +14,7 @@ import { checkRenderedHeader, HeaderValueError } from './headers.ts';
 import { singleMailboxProblem } from './recipients.ts';
 import { buildMimeNow, compileMail, parseAddressHeader, type MailOptions } from './mime-build.ts';
 import type { MessagePayload } from './message-payload.ts';
-import { renderVariables, type PartKind, type Variables } from './variables.ts';
+import { renderVariables, TemplateRenderError, type PartKind, type Variables } from './variables.ts';
 
 export interface ComposedMime {
   /** the whole message except the To header (unless `addressed`) */
@@ -42,8 +42,16 @@ export function payloadHasVariables(payload: MessagePayload): boolean {
  */
 export function payloadRenderer(payload: MessagePayload, variables: Variables) {
   const syntax = payload.syntax ?? 'legacy';
-  return (text: string | null | undefined, kind: PartKind = 'header'): string | undefined =>
-    typeof text === 'string' ? renderVariables(text, variables, { kind, syntax }) : undefined;
+  return (text: string | null | undefined, kind: PartKind = 'header', part?: string): string | undefined => {
+    if (typeof text !== 'string') return undefined;
+    try {
+      return renderVariables(text, variables, { kind, syntax });
+    } catch (error) {
+      // Which part could not be rendered, for the copy's result message (docs/delivery.md).
+      if (error instanceof TemplateRenderError && part) throw new TemplateRenderError(`The ${part} could not be rendered with the recipient's variables: ${error.message}`);
+      throw error;
+    }
+  };
 }
 
 export async function composeMime(
@@ -58,25 +66,25 @@ export async function composeMime(
   const render = payloadRenderer(payload, variables);
   // Every rendered header value goes through the header check (domain/headers.ts): a substituted
   // variable must not bring a control character onto the wire.
-  const from = checkRenderedHeader('From', render(payload.from));
+  const from = checkRenderedHeader('From', render(payload.from, 'header', 'From header'));
   // A From with {{variables}} is checked at acceptance only for line breaks (domain/send-request.ts):
   // rendered, it must still be exactly one address, or the copy fails (no retry can fix it).
   if (from !== undefined && payload.from?.includes('{{')) {
     const problem = singleMailboxProblem(from);
     if (problem !== null) throw new HeaderValueError('call_error', `The From header after variable substitution is not one address (${problem}): ${JSON.stringify(from.slice(0, 200))}.`);
   }
-  let html = render(payload.html, 'html');
+  let html = render(payload.html, 'html', 'HTML part');
   if (html !== undefined && opts.transformHtml) html = opts.transformHtml(html);
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(payload.headers ?? {})) {
     // To is ours (per recipient, prepended); everything else goes as given.
     if (name.toLowerCase() === 'to') continue;
-    headers[name] = checkRenderedHeader(name, render(value))!;
+    headers[name] = checkRenderedHeader(name, render(value, 'header', `${name} header`))!;
   }
-  const text = render(payload.text, 'text');
+  const text = render(payload.text, 'text', 'text part');
   const mail: MailOptions = {
     from,
-    subject: checkRenderedHeader('Subject', render(payload.subject)),
+    subject: checkRenderedHeader('Subject', render(payload.subject, 'header', 'Subject header')),
     text,
     html,
     headers,

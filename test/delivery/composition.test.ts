@@ -1,0 +1,66 @@
+// What Posthorn composes, as a real SMTP server (smtp-server on 127.0.0.1) receives it: header lines
+// within RFC 5322's 998 octets whatever their values, body parts whose every CR ends a line, and a
+// copy that cannot be rendered with its recipient's variables failed at once while the message's
+// other copies are delivered (docs/delivery.md, docs/api/send-message.md).
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { simpleParser } from 'mailparser';
+import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
+import { startDeliveryHarness, type DeliveryHarness } from './harness.ts';
+
+describe('composition, at a real SMTP server', () => {
+  let peer: SmtpPeer;
+  let h: DeliveryHarness;
+
+  before(async () => {
+    peer = await startSmtpPeer();
+    h = await startDeliveryHarness({ config: { transportMap: [peer.transportFor('*')] } });
+  });
+  after(async () => {
+    await h?.close();
+    await peer?.close();
+  });
+
+  /** send_message with the project key and a uid; the reply must be 200. */
+  async function send(uid: string, args: Record<string, unknown>): Promise<void> {
+    const r = await h.t.call('send_message', { api_key: h.seed.projectKey, uid, arguments: args });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+  }
+
+  /** The copy of `recipient` the peer received (it must have). */
+  function receivedBy(recipient: string): Buffer {
+    const mail = peer.received.find((m) => m.to.includes(recipient));
+    assert.ok(mail, `${recipient} received the message`);
+    return mail.raw;
+  }
+
+  it('a copy whose content cannot be rendered with its variables fails at once with the reason; the others are delivered', async () => {
+    // An object whose toString is not a function cannot be printed by the template language: the
+    // text part renders for one recipient and throws for the other.
+    await send('render-1', {
+      recipients: { 'good@render.test': { item: 'a pen' }, 'bad@render.test': { item: { toString: 'x' } }, 'also@render.test': { item: 'ink' } },
+      headers: { from: 'Shop <shop@posthorn.test>', subject: 'Your order' },
+      content: { 'text/plain': 'You ordered {{item}}.' },
+    });
+    await h.drain();
+
+    const receipt = await h.t.call('get_message_transmissions', { api_key: h.seed.projectKey, arguments: { uid: 'render-1' } });
+    assert.equal(receipt.status, 200, JSON.stringify(receipt.body));
+    const shown = receipt.body.data.transmissions;
+    assert.equal(shown['bad@render.test'].status, 'failed');
+    assert.equal(shown['bad@render.test'].result_code, 'RENDER_FAILED');
+    assert.equal(shown['bad@render.test'].result_message, "The text part could not be rendered with the recipient's variables: Cannot convert object to primitive value");
+    assert.equal(shown['good@render.test'].status, 'completed');
+    assert.equal(shown['also@render.test'].status, 'completed');
+
+    // Failed on its first attempt, reported as failed, never as a retry; nothing reached the server.
+    const bad = await h.transmission('bad@render.test');
+    assert.equal(bad.attempts, 1);
+    assert.equal((await h.attempts(bad.id)).length, 1);
+    const events = (await h.events()).filter((e) => e.payload.transmission_id === bad.id);
+    assert.deepEqual(events.map((e) => [e.type, e.payload.result_code]), [['failed', 'RENDER_FAILED']]);
+    assert.ok(peer.attempts.every((m) => !m.to.includes('bad@render.test')));
+    assert.match(receivedBy('good@render.test').toString('utf8'), /You ordered a pen\./);
+    assert.match(receivedBy('also@render.test').toString('utf8'), /You ordered ink\./);
+  });
+});
