@@ -75,13 +75,14 @@ export async function composeMime(
   }
   let html = render(payload.html, 'html', 'HTML part');
   if (html !== undefined && opts.transformHtml) html = opts.transformHtml(html);
+  html = crlfLineEnds(html);
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(payload.headers ?? {})) {
     // To is ours (per recipient, prepended); everything else goes as given.
     if (name.toLowerCase() === 'to') continue;
     headers[name] = checkRenderedHeader(name, render(value, 'header', `${name} header`))!;
   }
-  const text = render(payload.text, 'text', 'text part');
+  const text = crlfLineEnds(render(payload.text, 'text', 'text part'));
   const mail: MailOptions = {
     from,
     subject: checkRenderedHeader('Subject', render(payload.subject, 'header', 'Subject header')),
@@ -107,6 +108,18 @@ export async function composeMime(
   const tree = compileMail(mail);
   const mime = buildMimeNow(tree) ?? (await tree.build());
   return { mime, fromAddress: firstAddress(from) };
+}
+
+/**
+ * A body part with every line end CRLF, when it holds a CR. A CR not followed by LF is no line end
+ * in SMTP (RFC 5321 2.3.8), yet some servers take it for one: the smuggling that SMTP submission
+ * refuses (docs/smtp-submission.md). Nodemailer's 7bit and quoted-printable parts keep CR and LF
+ * as they are, so a lone CR would reach the wire; a bare LF is made CRLF there
+ * (delivery/smtp-pipelining.ts), so a part without any CR, the usual one, is returned as it is,
+ * without a pass over it.
+ */
+function crlfLineEnds(text: string | undefined): string | undefined {
+  return text === undefined || text.indexOf('\r') === -1 ? text : text.replace(/\r\n?|\n/g, '\r\n');
 }
 
 /**

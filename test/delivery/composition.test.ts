@@ -34,6 +34,32 @@ describe('composition, at a real SMTP server', () => {
     return mail.raw;
   }
 
+  it('every CR of a body part arrives as part of a CRLF, in 7bit and quoted-printable parts, rendered or not', async () => {
+    // 7bit: plain ASCII with short lines. Quoted-printable: a line over 76 characters, and Latin
+    // text with a letter outside ASCII (the HTML part). A lone CR given in the content, one brought
+    // by a variable, and one at the very end.
+    const cases: Array<[string, Record<string, string>]> = [
+      ['cr-7bit@crlf.test', { 'text/plain': 'one\rtwo\r\nthree\nfour\r{{tail}}\r' }],
+      ['cr-qp@crlf.test', { 'text/plain': `${'long '.repeat(20)}\rnext\r{{tail}}`, 'text/html': '<p>caf\u00e9</p>\r<p>two</p>\r' }],
+    ];
+    for (const [recipient, content] of cases) {
+      await send(`crlf-${recipient}`, { recipients: { [recipient]: { tail: 'x\ry' } }, headers: { from: 'shop@posthorn.test', subject: 'Line ends' }, content });
+    }
+    await h.drain();
+    const encodings = new Set<string>();
+    for (const [recipient] of cases) {
+      const raw = receivedBy(recipient).toString('latin1');
+      for (const m of raw.matchAll(/^Content-Transfer-Encoding: (.+)\r$/gim)) encodings.add(m[1].toLowerCase());
+      const lone = raw.search(/\r(?!\n)/);
+      assert.equal(lone, -1, `${recipient}: a CR not followed by LF at ${lone}: ${JSON.stringify(raw.slice(Math.max(0, lone - 40), lone + 40))}`);
+      const parsed = await simpleParser(receivedBy(recipient));
+      assert.ok(!/\r(?!\n)/.test(parsed.text ?? ''), 'the decoded text part holds no lone CR either');
+    }
+    assert.deepEqual([...encodings].sort(), ['7bit', 'quoted-printable'], 'both encodings that keep a CR as it is were exercised');
+    const sevenBit = receivedBy('cr-7bit@crlf.test').toString('latin1');
+    assert.match(sevenBit, /\r\none\r\ntwo\r\nthree\r\nfour\r\nx\r\ny\r\n/);
+  });
+
   it('a copy whose content cannot be rendered with its variables fails at once with the reason; the others are delivered', async () => {
     // An object whose toString is not a function cannot be printed by the template language: the
     // text part renders for one recipient and throws for the other.
