@@ -4,9 +4,20 @@
 // other copies are delivered (docs/delivery.md, docs/api/send-message.md).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { simpleParser } from 'mailparser';
-import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
+import { MailParser, simpleParser } from 'mailparser';
+import { headerOf, startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 import { startDeliveryHarness, type DeliveryHarness } from './harness.ts';
+
+/** A header value with its RFC 2047 encoded-words decoded, by mailparser's decoder (it decodes the
+ * Subject and addresses itself, and leaves other headers as they came). */
+function decodeWords(value: string): string {
+  const parser = new MailParser();
+  try {
+    return (parser as unknown as { libmime: { decodeWords(text: string): string } }).libmime.decodeWords(value);
+  } finally {
+    parser.destroy();
+  }
+}
 
 describe('composition, at a real SMTP server', () => {
   let peer: SmtpPeer;
@@ -33,6 +44,40 @@ describe('composition, at a real SMTP server', () => {
     assert.ok(mail, `${recipient} received the message`);
     return mail.raw;
   }
+
+  it('every header line is within 998 octets whatever the values, and decodes back to them exactly', async () => {
+    // Runs without white space that no fold can break: the Subject, a custom header, the To line's
+    // display name (plain and with a letter outside ASCII), and a custom header with a long run
+    // that still fits, which goes as it is.
+    const subject = `Order${'S'.repeat(2000)}end`;
+    const custom = `ref-${'0123456789'.repeat(200)}`;
+    const fits = `<https://example.test/${'u'.repeat(400)}>`;
+    const names: Array<[string, string]> = [
+      ['plain@lines.test', 'N'.repeat(1500)],
+      ['zoe@lines.test', `Zo\u00eb${'z'.repeat(1500)} Smith`],
+    ];
+    await send('lines-1', {
+      recipients: names.map(([address, name]) => `"${name}" <${address}>`),
+      headers: { from: 'Shop <shop@posthorn.test>', subject, 'X-Reference': custom, 'List-Unsubscribe': fits },
+      content: { 'text/plain': 'body' },
+    });
+    await h.drain();
+    for (const [address, name] of names) {
+      const raw = receivedBy(address);
+      const head = raw.subarray(0, raw.indexOf('\r\n\r\n')).toString('latin1');
+      for (const line of head.split('\r\n')) {
+        assert.ok(line.length <= 998, `a header line of ${line.length} octets: ${line.slice(0, 60)}...`);
+        // Where it can fold, within the 78 characters RFC 5322 asks for, but for the one that fits.
+        if (!line.includes('https://example.test/')) assert.ok(line.length <= 78, `a header line of ${line.length} characters: ${line.slice(0, 60)}...`);
+      }
+      const parsed = await simpleParser(raw);
+      assert.equal(parsed.subject, subject);
+      assert.equal(decodeWords(parsed.headers.get('x-reference') as string), custom);
+      assert.equal(headerOf(raw, 'list-unsubscribe'), fits, 'a header that fits is not encoded');
+      const to = parsed.to as { value: Array<{ name: string; address: string }> };
+      assert.deepEqual(to.value.map((a) => [a.name, a.address]), [[name, address]]);
+    }
+  });
 
   it('every CR of a body part arrives as part of a CRLF, in 7bit and quoted-printable parts, rendered or not', async () => {
     // 7bit: plain ASCII with short lines. Quoted-printable: a line over 76 characters, and Latin
