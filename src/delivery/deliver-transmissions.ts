@@ -23,6 +23,7 @@ import { generateWorkerId } from '../domain/keys.ts';
 import { parseRetrySchedule, type RetryPolicy } from '../domain/retry-policy.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import { decideTransmissionOutcome } from '../domain/transmission-outcome.ts';
+import { TemplateRenderError } from '../domain/variables.ts';
 import { returnPathFor, verpTagKey } from '../domain/verp.ts';
 import { observeSmtpConnections, recordDeliveryAttempt, type DeliveryAttemptRecord } from '../observability/attempts.ts';
 import type { Services } from '../services.ts';
@@ -146,8 +147,10 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     try {
       composed = await contexts.compose(context, t);
     } catch (error) {
-      // A header value made invalid by variable substitution (domain/headers.ts): no retry can fix it.
+      // A header value made invalid by variable substitution (domain/headers.ts), or content that
+      // cannot be rendered with this recipient's variables (domain/variables.ts): no retry can fix it.
       if (error instanceof HeaderValueError) return localOutcome('failed', 'INVALID_HEADER', error.message, started);
+      if (error instanceof TemplateRenderError) return localOutcome('failed', 'RENDER_FAILED', error.message, started);
       throw error;
     }
     if (route === null) {

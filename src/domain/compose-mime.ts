@@ -3,7 +3,7 @@
 //
 // The expensive part of a message (parts, attachments re-encoded, the Message-ID and Date fixed at
 // acceptance) is built ONCE per distinct content and cached by the caller; what differs per
-// recipient is only the To header, which is prepended as one line (header order carries no
+// recipient is only the To header, which is prepended (header order carries no
 // meaning, RFC 5322 3.6). Content differs per recipient only when the message has {{variables}}
 // (then one build per distinct set of recipient variables) or when tracking rewrites the HTML (then
 // one build per transmission).
@@ -12,9 +12,9 @@ import { domainToASCII } from 'node:url';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
 import { checkRenderedHeader, HeaderValueError } from './headers.ts';
 import { singleMailboxProblem } from './recipients.ts';
-import { buildMimeNow, compileMail, parseAddressHeader, type MailOptions } from './mime-build.ts';
+import { buildMimeNow, compileMail, parseAddressHeader, type MailOptions, type PreparedHeader } from './mime-build.ts';
 import type { MessagePayload } from './message-payload.ts';
-import { renderVariables, type PartKind, type Variables } from './variables.ts';
+import { renderVariables, TemplateRenderError, type PartKind, type Variables } from './variables.ts';
 
 export interface ComposedMime {
   /** the whole message except the To header (unless `addressed`) */
@@ -42,8 +42,16 @@ export function payloadHasVariables(payload: MessagePayload): boolean {
  */
 export function payloadRenderer(payload: MessagePayload, variables: Variables) {
   const syntax = payload.syntax ?? 'legacy';
-  return (text: string | null | undefined, kind: PartKind = 'header'): string | undefined =>
-    typeof text === 'string' ? renderVariables(text, variables, { kind, syntax }) : undefined;
+  return (text: string | null | undefined, kind: PartKind = 'header', part?: string): string | undefined => {
+    if (typeof text !== 'string') return undefined;
+    try {
+      return renderVariables(text, variables, { kind, syntax });
+    } catch (error) {
+      // Which part could not be rendered, for the copy's result message (docs/delivery.md).
+      if (error instanceof TemplateRenderError && part) throw new TemplateRenderError(`The ${part} could not be rendered with the recipient's variables: ${error.message}`);
+      throw error;
+    }
+  };
 }
 
 export async function composeMime(
@@ -58,25 +66,27 @@ export async function composeMime(
   const render = payloadRenderer(payload, variables);
   // Every rendered header value goes through the header check (domain/headers.ts): a substituted
   // variable must not bring a control character onto the wire.
-  const from = checkRenderedHeader('From', render(payload.from));
+  const from = checkRenderedHeader('From', render(payload.from, 'header', 'From header'));
   // A From with {{variables}} is checked at acceptance only for line breaks (domain/send-request.ts):
   // rendered, it must still be exactly one address, or the copy fails (no retry can fix it).
   if (from !== undefined && payload.from?.includes('{{')) {
     const problem = singleMailboxProblem(from);
     if (problem !== null) throw new HeaderValueError('call_error', `The From header after variable substitution is not one address (${problem}): ${JSON.stringify(from.slice(0, 200))}.`);
   }
-  let html = render(payload.html, 'html');
+  let html = render(payload.html, 'html', 'HTML part');
   if (html !== undefined && opts.transformHtml) html = opts.transformHtml(html);
-  const headers: Record<string, string> = {};
+  html = crlfLineEnds(html);
+  const headers: Record<string, string | PreparedHeader> = {};
   for (const [name, value] of Object.entries(payload.headers ?? {})) {
     // To is ours (per recipient, prepended); everything else goes as given.
     if (name.toLowerCase() === 'to') continue;
-    headers[name] = checkRenderedHeader(name, render(value))!;
+    headers[name] = headerWithinLines(name, checkRenderedHeader(name, render(value, 'header', `${name} header`))!);
   }
-  const text = render(payload.text, 'text');
+  const subject = checkRenderedHeader('Subject', render(payload.subject, 'header', 'Subject header'));
+  const text = crlfLineEnds(render(payload.text, 'text', 'text part'));
   const mail: MailOptions = {
     from,
-    subject: checkRenderedHeader('Subject', render(payload.subject)),
+    subject: subject === undefined ? subject : headerWithinLines('Subject', subject),
     text,
     html,
     headers,
@@ -99,6 +109,61 @@ export async function composeMime(
   const tree = compileMail(mail);
   const mime = buildMimeNow(tree) ?? (await tree.build());
   return { mime, fromAddress: firstAddress(from) };
+}
+
+/** RFC 5322 2.1.1: a line of a message is at most 998 octets, its CRLF not counted. */
+const MAX_LINE_OCTETS = 998;
+
+/**
+ * Headers MimeNode writes in a syntax of their own (addresses, message ids, dates, MIME headers),
+ * where encoded-words would not be read as what they encode.
+ */
+const STRUCTURED_HEADERS = new Set(['from', 'sender', 'to', 'cc', 'bcc', 'reply-to', 'message-id', 'in-reply-to', 'references', 'content-id', 'date', 'content-type', 'content-disposition', 'content-transfer-encoding', 'mime-version']);
+
+/**
+ * Whether `text`, after `prefix` characters on its first line and folded at its white space (as
+ * Nodemailer's foldLines folds every header line), could still leave a line over
+ * MAX_LINE_OCTETS: a run without white space is too long. Counts characters: a value Nodemailer
+ * leaves unencoded is ASCII. A text shorter than the limit, every usual one, costs no pass.
+ */
+function outgrowsLine(prefix: number, text: string): boolean {
+  if (prefix + text.length <= MAX_LINE_OCTETS) return false;
+  let line = prefix;
+  let inWord = true;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    const space = c === 0x20 || c === 0x09;
+    // A fold goes before white space: a line is at most the white space and the word after it.
+    if (space && inWord) line = 0;
+    inWord = !space;
+    if (++line > MAX_LINE_OCTETS) return true;
+  }
+  return false;
+}
+
+/**
+ * The value of an unstructured header (the Subject, a custom header) as it fits RFC 5322's line
+ * limit: as given, unless folding cannot keep its lines within 998 octets; then the whole value as
+ * RFC 2047 encoded-words of at most 52 characters each (Nodemailer's encoder and split) that
+ * Nodemailer folds between the words, a line each, and a reader joins back into the value
+ * (docs/api/send-message.md, "Headers"). Only then: a custom header may have a syntax of its own
+ * (List-Unsubscribe) that encoded-words would hide, and one that fits is left as it is.
+ */
+function headerWithinLines(name: string, value: string): string | PreparedHeader {
+  if (!outgrowsLine(name.length + 2, value) || STRUCTURED_HEADERS.has(name.toLowerCase())) return value;
+  return { prepared: true, foldLines: true, value: mimeFuncs.encodeWord(value, 'Q', 52) };
+}
+
+/**
+ * A body part with every line end CRLF, when it holds a CR. A CR not followed by LF is no line end
+ * in SMTP (RFC 5321 2.3.8), yet some servers take it for one: the smuggling that SMTP submission
+ * refuses (docs/smtp-submission.md). Nodemailer's 7bit and quoted-printable parts keep CR and LF
+ * as they are, so a lone CR would reach the wire; a bare LF is made CRLF there
+ * (delivery/smtp-pipelining.ts), so a part without any CR, the usual one, is returned as it is,
+ * without a pass over it.
+ */
+function crlfLineEnds(text: string | undefined): string | undefined {
+  return text === undefined || text.indexOf('\r') === -1 ? text : text.replace(/\r\n?|\n/g, '\r\n');
 }
 
 /**
@@ -131,17 +196,23 @@ const COPY_LIMIT_BYTES = 256 * 1024;
  */
 export function addressedMime(composed: ComposedMime, recipient: string, recipientName: string | null): Buffer | Buffer[] {
   if (composed.addressed) return composed.mime;
-  const to = Buffer.from(`To: ${formatAddressHeader(recipient, recipientName)}\r\n`, 'utf8');
+  const line = `To: ${formatAddressHeader(recipient, recipientName)}`;
+  // Folded at its white space when it would pass 76 characters, as Nodemailer folds the others.
+  const to = Buffer.from(`${line.length > 76 ? mimeFuncs.foldLines(line, 76) : line}\r\n`, 'utf8');
   return composed.mime.length > COPY_LIMIT_BYTES ? [to, composed.mime] : Buffer.concat([to, composed.mime]);
 }
 
-/** "Name <address>" for a header: the name quoted or RFC 2047-encoded as needed. */
+/**
+ * "Name <address>" for a header: the name quoted or RFC 2047-encoded as needed, and encoded whole
+ * when it could not be folded within a line's 998 octets otherwise.
+ */
 export function formatAddressHeader(address: string, name: string | null): string {
   const bare = address.replace(/[\r\n<>]/g, '');
   const cleanName = (name ?? '').replace(/[\r\n]+/g, ' ').trim();
   if (!cleanName) return `<${bare}>`;
   let shown: string;
-  if (!mimeFuncs.isPlainText(cleanName)) shown = mimeFuncs.encodeWords(cleanName, 'Q', 52);
+  if (outgrowsLine('To: "'.length, cleanName)) shown = mimeFuncs.encodeWord(cleanName, 'Q', 52);
+  else if (!mimeFuncs.isPlainText(cleanName)) shown = mimeFuncs.encodeWords(cleanName, 'Q', 52);
   else if (/^[\w !#$%&'*+\-/=?^`{|}~]+$/.test(cleanName)) shown = cleanName;
   else shown = `"${cleanName.replace(/(["\\])/g, '\\$1')}"`;
   return `${shown} <${bare}>`;

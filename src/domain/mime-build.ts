@@ -130,8 +130,19 @@ export function hasLongerLines(str: string, lineLength: number): boolean {
   return str.length - start > lineLength;
 }
 
-/** MailComposer's options, with the one it reads beyond its typed surface. */
-export type MailOptions = ConstructorParameters<typeof MailComposer>[0] & { baseBoundary?: string };
+/**
+ * A header value MimeNode writes as it is, folded at white space (buildHeaders' `prepared` and
+ * `foldLines` options), where it would otherwise encode or format it itself. Taken for the Subject
+ * as for any header that is not an address, a message id, a date or a MIME header.
+ */
+export interface PreparedHeader {
+  prepared: true;
+  foldLines: true;
+  value: string;
+}
+
+/** MailComposer's options, with the ones it reads beyond its typed surface. */
+export type MailOptions = Omit<ConstructorParameters<typeof MailComposer>[0], 'subject'> & { subject?: string | PreparedHeader; baseBoundary?: string };
 
 /** The options compileMail builds a tree for itself; any other that is set goes to MailComposer. */
 const DIRECT_OPTIONS = new Set(['from', 'subject', 'text', 'html', 'headers', 'messageId', 'date', 'attachments', 'textEncoding', 'disableFileAccess', 'disableUrlAccess', 'baseBoundary']);
@@ -145,7 +156,7 @@ export function compileMail(mail: MailOptions): MimeNode {
     (mail.text || mail.html) &&
     (!Array.isArray(mail.attachments) || mail.attachments.length === 0) &&
     Object.keys(options).every((key) => DIRECT_OPTIONS.has(key) || !options[key]);
-  if (!direct) return new MailComposer(mail).compile();
+  if (!direct) return new MailComposer(mail as ConstructorParameters<typeof MailComposer>[0]).compile();
   // getAlternatives: the text part, then the HTML part, each only when not empty.
   const parts: Array<[string, string]> = [];
   if (mail.text) parts.push(['text/plain; charset=utf-8', mail.text as string]);

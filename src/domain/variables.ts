@@ -54,6 +54,24 @@ export class TemplateSyntaxError extends Error {
   }
 }
 
+/**
+ * Thrown by renderVariables when a valid text cannot be rendered with the values given (an object
+ * value whose `toString` is not a function cannot be printed): only other values can change that,
+ * so at delivery that copy fails instead of being retried (docs/delivery.md). The message is the
+ * engine's, on one line, without a stack.
+ */
+export class TemplateRenderError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TemplateRenderError';
+  }
+}
+
+/** An engine error's message on one line (it may show the place over several). */
+function oneLine(error: unknown): string {
+  return String((error as Error)?.message ?? error).replace(/\s+/g, ' ').trim();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Compatibility rewrite: legacy names become [literal] segments; {{*}} stays literal.
 
@@ -145,7 +163,7 @@ function parse(text: string): hbs.AST.Program {
   } catch (error) {
     if (error instanceof TemplateSyntaxError) throw error;
     // Handlebars' message names the line and shows the place; keep it, without a stack.
-    throw new TemplateSyntaxError(String((error as Error).message ?? error).replace(/\s+/g, ' ').trim());
+    throw new TemplateSyntaxError(oneLine(error));
   }
 }
 
@@ -236,7 +254,8 @@ export interface RenderOptions {
 
 /**
  * Renders a text with variables. Throws TemplateSyntaxError for a text that is not valid syntax
- * (acceptance refuses those first, with findTemplateSyntaxError).
+ * (acceptance refuses those first, with findTemplateSyntaxError), TemplateRenderError for values
+ * it cannot be rendered with.
  */
 export function renderVariables(text: string, variables: Variables, options: RenderOptions = {}): string {
   const kind = options.kind ?? 'text';
@@ -254,7 +273,11 @@ export function renderVariables(text: string, variables: Variables, options: Ren
         },
       }
     : undefined;
-  return fn(contextOf(variables), helpers ? { helpers } : undefined);
+  try {
+    return fn(contextOf(variables), helpers ? { helpers } : undefined);
+  } catch (error) {
+    throw new TemplateRenderError(oneLine(error));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
