@@ -10,7 +10,12 @@ export type JsonObject = { [key: string]: Json };
 
 /** How a wrong value is named in an error: "an array", "null", else "a <typeof>" (so "a object", as answered so far). */
 export function describeJsonType(value: unknown): string {
-  return Array.isArray(value) ? 'an array' : value === null ? 'null' : `a ${typeof value}`;
+  if (Array.isArray(value)) return 'an array';
+  if (value === null) return 'null';
+  if (typeof value === 'object') return 'an object';
+  // A number or boolean says itself (a fraction where a whole number was wanted); a string's text is not echoed.
+  if (typeof value === 'number' || typeof value === 'boolean') return JSON.stringify(value);
+  return `a ${typeof value}`;
 }
 
 /** 406 call_error naming the argument: `why` completes the sentence ("must be at most 200 characters long"). */

@@ -84,6 +84,17 @@ describe('one argument policy for every method', () => {
     assert.equal(r.status, 406);
     assert.match(r.body.response.message, /argument "content\.text\/plain" must be a string, got an array/);
   });
+
+  it('says what was given in plain words: an object, the number or boolean itself', async () => {
+    const asObject = await t.call('send_message', { api_key: seed.projectKey, arguments: { recipients: 'a@example.com', content: { 'text/plain': { a: 1 } } } });
+    assert.equal(asObject.status, 406);
+    assert.match(asObject.body.response.message, /must be a string, got an object\.?$/);
+    const fraction = await t.call('messages_history', { api_key: seed.projectKey, arguments: { page: 1.5 } });
+    assert.equal(fraction.status, 406, JSON.stringify(fraction.body));
+    assert.match(fraction.body.response.message, /argument "page" must be a whole number, got 1\.5/);
+    const flag = await t.call('send_message', { api_key: seed.projectKey, arguments: { recipients: 'a@example.com', content: { 'text/plain': true } } });
+    assert.match(flag.body.response.message, /must be a string, got true\.?$/);
+  });
 });
 
 describe('per-key rate limit', () => {
