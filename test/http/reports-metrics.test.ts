@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { createProject } from '../../src/operations/projects.ts';
+import { createUser } from '../../src/operations/users.ts';
 import { findAccountByUid } from '../../src/storage/accounts.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 import { insertMessage, insertSuppression } from '../helpers/fixtures.ts';
@@ -50,6 +51,10 @@ describe('get_metrics, get_project_info, get_account_info, get_suppression_list'
     const second = await createProject(s, account, { name: 'Second project' });
     secondProjectKey = second.apiKey;
     await insertMessage(s, { projectId: second.project.id, uid: 'P2', created_at: at('2026-03-02T08:00:00Z'), recipients: ['x@example.com', 'y@example.com'] });
+    // dashboard users: one of the whole account, one of the second project alone, one of another account
+    await createUser(s, { accountUid: seed.accountUid, email: 'Ops@Example.com' });
+    await createUser(s, { accountUid: seed.accountUid, email: 'second@example.com', projectUid: second.project.uid });
+    await createUser(s, { accountUid: stranger.accountUid, email: 'stranger@example.com' });
   });
   after(() => t.close());
 
@@ -127,7 +132,7 @@ describe('get_metrics, get_project_info, get_account_info, get_suppression_list'
     assert.match(r.body.response.message, /project/);
   });
 
-  it('get_project_info: name, url, transmissions today / this month / overall, users {}', async () => {
+  it('get_project_info: name, url, transmissions today / this month / overall, the users who see it', async () => {
     for (const version of ['1.0', '1.1'] as const) {
       const r = await t.call('get_project_info', { api_key: seed.projectKey }, { version });
       assert.equal(r.status, 200);
@@ -136,7 +141,7 @@ describe('get_metrics, get_project_info, get_account_info, get_suppression_list'
         name: 'metrics project',
         url: `http://127.0.0.1:0/projects/${seed.projectUid}`,
         transmissions: { today: 3, this_month: 4, overall: 7 },
-        users: {},
+        users: { 'ops@example.com': 'ops@example.com' },
       });
     }
     const account = await t.call('get_project_info', { api_key: seed.accountKey });
@@ -149,7 +154,7 @@ describe('get_metrics, get_project_info, get_account_info, get_suppression_list'
       name: 'metrics account',
       url: `http://127.0.0.1:0/accounts/${seed.accountUid}`,
       transmissions: { today: 5, this_month: 6, overall: 9 },
-      users: {},
+      users: { 'ops@example.com': 'ops@example.com', 'second@example.com': 'second@example.com' },
     };
     for (const key of [seed.accountKey, seed.projectKey, secondProjectKey]) {
       for (const version of ['1.0', '1.1'] as const) {

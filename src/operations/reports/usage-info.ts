@@ -1,6 +1,7 @@
 // get_project_info and get_account_info: name, url, transmission counts and users. The account
 // form has the same shape, counted over all of the account's projects.
 import { DAY_MS } from '../../domain/time.ts';
+import { listUsersOfAccount } from '../../storage/dashboard-users.ts';
 import { countTransmissionsCreated, listProjectIdsOfAccount } from '../../storage/reports.ts';
 import type { Account, Project } from '../../storage/schema.ts';
 import type { Services } from '../../services.ts';
@@ -13,8 +14,9 @@ export interface UsageInfo {
   /** transmissions created today, this calendar month (UTC) and ever */
   transmissions: { today: number; this_month: number; overall: number };
   /**
-   * email -> name of the people with access. Always {}: Posthorn has no user accounts (access is
-   * by API key alone), so there is nobody to list.
+   * email -> name of the dashboard users who see it (docs/dashboard.md): the account's users, and
+   * for a project also those of that project alone. A user has no name of its own: the name is the
+   * email.
    */
   users: Record<string, string>;
 }
@@ -41,6 +43,15 @@ async function countTransmissions(services: Services, projectIds: readonly numbe
   };
 }
 
+/** The users of the account (of `projectId` and account-wide only, when given), by email. */
+async function usersOf(services: Services, accountId: number, projectId?: number): Promise<UsageInfo['users']> {
+  const users: UsageInfo['users'] = {};
+  for (const user of await listUsersOfAccount(services.store.db, accountId)) {
+    if (projectId === undefined || user.project_id === null || user.project_id === projectId) users[user.email] = user.email;
+  }
+  return users;
+}
+
 export async function getProjectInfo(services: Services, project: Project): Promise<{ project: UsageInfo }> {
   return {
     project: {
@@ -48,7 +59,7 @@ export async function getProjectInfo(services: Services, project: Project): Prom
       name: project.name,
       url: projectUrl(services, project),
       transmissions: await countTransmissions(services, [project.id]),
-      users: {},
+      users: await usersOf(services, project.account_id, project.id),
     },
   };
 }
@@ -61,7 +72,7 @@ export async function getAccountInfo(services: Services, account: Account): Prom
       name: account.name,
       url: accountUrl(services, account),
       transmissions: await countTransmissions(services, projectIds),
-      users: {},
+      users: await usersOf(services, account.id),
     },
   };
 }
