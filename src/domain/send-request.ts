@@ -206,7 +206,9 @@ export function acceptMessage(
   checkMailboxList('Reply-To', request.headers.replyTo);
 
   // With deliver: false nothing is composed: a message without content is accepted (and completed).
-  if (request.deliver && merged.subject === null && merged.text === null && merged.html === null && request.attachments.length === 0) {
+  // Empty or blank texts say nothing either: `content: ""` is as empty as no content.
+  const blank = (text: string | null) => text === null || text.trim() === '';
+  if (request.deliver && blank(merged.subject) && blank(merged.text) && blank(merged.html) && request.attachments.length === 0) {
     throw new ApiError('precondition_failed', 'The message is empty: give "content" (or a template) with a subject, a text or an HTML part.');
   }
 

@@ -87,8 +87,13 @@ describe('send_message sending features', () => {
     const events = (await h.events('delivered')).filter((e) => e.payload.transmission_id === t.id);
     assert.equal(events.length, 1);
     assert.equal(events[0].payload.result_code, 'NOT_SENT');
-    // With deliver true, an empty message is still refused.
+    // With deliver true, an empty message is still refused, and so is one whose texts are empty or blank.
     assert.equal((await send({ recipients: ['nc@example.test'], headers: { from: 'f@example.test' } })).status, 412);
+    for (const content of ['', ' \r\n ', { 'text/plain': '', 'text/html': '  ' }]) {
+      const blank = await send({ recipients: ['nc@example.test'], headers: { from: 'f@example.test', subject: '' }, content });
+      assert.equal(blank.status, 412, `${JSON.stringify(content)}: ${JSON.stringify(blank.body)}`);
+      assert.match(blank.body.response.message, /The message is empty/);
+    }
   });
 
   it('completes copies to null.postageapp.com at acceptance with a delivered event each', async () => {
