@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { domainToASCII } from 'node:url';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
 import { checkRenderedHeader, HeaderValueError } from './headers.ts';
-import { singleMailboxProblem } from './recipients.ts';
+import { mailboxListProblem, singleMailboxProblem } from './recipients.ts';
 import { buildMimeNow, compileMail, parseAddressHeader, type MailOptions, type PreparedHeader } from './mime-build.ts';
 import type { MessagePayload } from './message-payload.ts';
 import { renderVariables, TemplateRenderError, type PartKind, type Variables } from './variables.ts';
@@ -80,7 +80,13 @@ export async function composeMime(
   for (const [name, value] of Object.entries(payload.headers ?? {})) {
     // To is ours (per recipient, prepended); everything else goes as given.
     if (name.toLowerCase() === 'to') continue;
-    headers[name] = headerWithinLines(name, checkRenderedHeader(name, render(value, 'header', `${name} header`))!);
+    const rendered = checkRenderedHeader(name, render(value, 'header', `${name} header`))!;
+    // A Reply-To with {{variables}} is checked here, once rendered (domain/send-request.ts): it must be addresses.
+    if (value.includes('{{') && name.toLowerCase() === 'reply-to') {
+      const problem = mailboxListProblem(rendered);
+      if (problem !== null) throw new HeaderValueError('call_error', `The Reply-To header after variable substitution is not a list of addresses (${problem}): ${JSON.stringify(rendered.slice(0, 200))}.`);
+    }
+    headers[name] = headerWithinLines(name, rendered);
   }
   const subject = checkRenderedHeader('Subject', render(payload.subject, 'header', 'Subject header'));
   const text = crlfLineEnds(render(payload.text, 'text', 'text part'));

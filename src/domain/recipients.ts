@@ -98,6 +98,17 @@ export function singleMailboxProblem(value: string): string | null {
   return parsed.ok ? null : parsed.reason;
 }
 
+/** Why `value` is not a list of one or more mailboxes (a Reply-To), or null when it is. */
+export function mailboxListProblem(value: string): string | null {
+  const items = splitAddressList(value);
+  if (items.length === 0) return 'it holds no address';
+  for (const item of items) {
+    const parsed = parseMailbox(item);
+    if (!parsed.ok) return parsed.reason;
+  }
+  return null;
+}
+
 /** Parses one mailbox: "a@b.c", "<a@b.c>", "Name <a@b.c>" or "\"Doe, J\" <a@b.c>". */
 export function parseMailbox(text: string): AddressCheck {
   const trimmed = text.trim();

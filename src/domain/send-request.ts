@@ -203,7 +203,8 @@ export function acceptMessage(
     recipientOverride = parsed.mailbox.address;
   }
   checkSingleMailbox('From', merged.from);
-  checkMailboxList('Reply-To', request.headers.replyTo);
+  // A Reply-To that holds {{variables}} is, like such a From, checked per copy once rendered (domain/compose-mime.ts).
+  if (!request.headers.replyTo?.includes('{{')) checkMailboxList('Reply-To', request.headers.replyTo);
 
   // With deliver: false nothing is composed: a message without content is accepted (and completed).
   // Empty or blank texts say nothing either: `content: ""` is as empty as no content.

@@ -53,6 +53,19 @@ describe('a From with variables, rendered', () => {
   });
 });
 
+describe('a Reply-To with variables, rendered', () => {
+  it('is accepted, rendered per copy, and must still be addresses or the copy fails', async () => {
+    const payload = (replyTo: string) => ({ v: 1, syntax: 'handlebars', from: 'shop@example.test', subject: 's', text: 'x', html: null, headers: { 'Reply-To': replyTo }, messageId: '<m@x>' }) as any;
+    const date = new Date(0);
+    const composed = await composeMime(payload('{{agent}} <{{agent_email}}>'), { agent: 'Ann', agent_email: 'ann@example.test' }, { date });
+    assert.match(composed.mime.toString(), /^Reply-To: Ann <ann@example\.test>\r$/m);
+    await composeMime(payload('{{a}}, b@example.test'), { a: 'a@example.test' }, { date });
+    for (const value of ['', 'not-an-address', 'a@example.test, broken@']) {
+      await assert.rejects(composeMime(payload('{{a}}'), { a: value }, { date }), (e: unknown) => e instanceof HeaderValueError && /Reply-To header after variable substitution/.test((e as Error).message), value);
+    }
+  });
+});
+
 describe('header values at a real SMTP sink', () => {
   let peer: SmtpPeer;
   let h: DeliveryHarness;
@@ -104,6 +117,25 @@ describe('header values at a real SMTP sink', () => {
       assert.ok(!CONTROL.test(head.replace(/\r\n/g, '')), 'no control character in the header block');
       assert.ok(!/victim@example\.test/.test(mail.raw.toString('latin1')));
     }
+  });
+
+  it('a Reply-To with variables is accepted and delivered rendered for each recipient', async () => {
+    const receivedBefore = peer.received.length;
+    const accepted = await send({
+      recipients: { 'rt1@example.test': { agent: 'ann@example.test' }, 'rt2@example.test': { agent: 'bob@example.test' } },
+      headers: { from: 'x@example.test', subject: 'Reply-To', 'reply-to': 'Support <{{agent}}>' },
+      content: 'x',
+    });
+    assert.equal(accepted.status, 200, JSON.stringify(accepted.body));
+    await h.drain();
+    await peer.waitForReceived(receivedBefore + 2, 10_000);
+    for (const [to, agent] of [['rt1@example.test', 'ann@example.test'], ['rt2@example.test', 'bob@example.test']]) {
+      const mail = peer.received.find((m) => m.to[0] === to);
+      assert.match(mail!.raw.toString(), new RegExp(`^Reply-To: Support <${agent!.replace('.', '\\.')}>\r$`, 'm'));
+    }
+    // Without variables, a Reply-To that is no address is still refused at acceptance.
+    const refused = await send({ recipients: 'rt3@example.test', headers: { from: 'x@example.test', 'reply-to': 'nobody' }, content: 'x' });
+    assert.equal(refused.status, 412, JSON.stringify(refused.body));
   });
 
   it('a value made invalid at composition fails that transmission (INVALID_HEADER) and never reaches the wire', async () => {
