@@ -153,17 +153,18 @@ export class PosthornMetrics {
   });
   readonly eventLoopDelay = new client.Gauge({
     name: 'posthorn_event_loop_delay_seconds',
-    help: 'Event-loop delay over the last scrape interval (monitorEventLoopDelay), by quantile.',
-    labelNames: ['quantile'] as const,
+    // The label is not "quantile": Prometheus keeps that name for summaries (promtool check metrics).
+    help: 'Event-loop delay over the last scrape interval (monitorEventLoopDelay): its 50th and 99th percentile (stat p50, p99) and max.',
+    labelNames: ['stat'] as const,
     registers: [this.registry],
     // Over several API processes (serve --api-processes): the slowest one's.
     aggregator: 'max',
     collect: () => {
       const h = this.loopDelay;
       if (h.count === 0) return;
-      this.eventLoopDelay.set({ quantile: '0.5' }, h.percentile(50) / 1e9);
-      this.eventLoopDelay.set({ quantile: '0.99' }, h.percentile(99) / 1e9);
-      this.eventLoopDelay.set({ quantile: '1' }, h.max / 1e9);
+      this.eventLoopDelay.set({ stat: 'p50' }, h.percentile(50) / 1e9);
+      this.eventLoopDelay.set({ stat: 'p99' }, h.percentile(99) / 1e9);
+      this.eventLoopDelay.set({ stat: 'max' }, h.max / 1e9);
       h.reset();
     },
   });
