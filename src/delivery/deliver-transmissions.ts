@@ -25,6 +25,7 @@ import { formatIsoTime } from '../domain/time.ts';
 import { decideTransmissionOutcome } from '../domain/transmission-outcome.ts';
 import { TemplateRenderError } from '../domain/variables.ts';
 import { returnPathFor, verpTagKey } from '../domain/verp.ts';
+import { transmissionExtensionNeeds } from '../domain/smtp-extensions.ts';
 import { observeSmtpConnections, recordDeliveryAttempt, type DeliveryAttemptRecord } from '../observability/attempts.ts';
 import type { Services } from '../services.ts';
 import {
@@ -133,10 +134,12 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     const recipient = envelopeAddress(context.payload.recipientOverride ?? t.recipient);
     if (!recipient) return localOutcome('failed', 'INVALID_RECIPIENT', `not a deliverable address: ${t.recipient}`, started);
 
-    const suppression = await findActiveSuppression(store.db, t.project_id, recipient.address, clock.now());
+    // The address as written, as bounces record it (decide): not the envelope's ASCII form.
+    const written = context.payload.recipientOverride ?? t.recipient;
+    const suppression = await findActiveSuppression(store.db, t.project_id, written, clock.now());
     if (suppression) {
       const why = suppression.status === 'rejected' ? 'on the suppression list' : `suppressed until ${formatIsoTime(suppression.blocked_until)}`;
-      return localOutcome('failed', 'SUPPRESSED', `${recipient.address} is ${why} (${suppression.suppression_state})`, started);
+      return localOutcome('failed', 'SUPPRESSED', `${written} is ${why} (${suppression.suppression_state})`, started);
     }
 
     // A sandbox project (docs/sandbox.md): no routing, and the sandbox adapter answers instead of SMTP.
@@ -157,8 +160,13 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
       const reply = sandboxReply(recipient.address, t.attempts);
       return replyOutcome(reply, reply.host, started, null, reply.complaint);
     }
-    const raw = addressedMime(composed, t.recipient, t.recipient_name);
-    const envelope = { from: returnPathFor(config.bounceDomain, t.id, verpTagKey(services)), to: recipient.address };
+    // The To line names the recipient as written, its domain in the ASCII form the envelope uses
+    // (docs/delivery.md, "SMTP"): an IDN domain needs no SMTPUTF8 in the header either.
+    const toHeader = composed.addressed ? null : context.payload.recipientOverride ? (envelopeAddress(t.recipient)?.address ?? t.recipient) : recipient.address;
+    const raw = addressedMime(composed, toHeader ?? t.recipient, t.recipient_name);
+    const from = returnPathFor(config.bounceDomain, t.id, verpTagKey(services));
+    const needs = transmissionExtensionNeeds(composed.needs, from, recipient.address, toHeader);
+    const envelope = { from, to: recipient.address, smtpUtf8: needs.smtpUtf8, eightBitMime: needs.eightBitMime };
     const sent = await smtp.sendVia(route.destinations, envelope, raw, composed.dkim);
     return replyOutcome(sent, sent.host || null, started, sent.tls ?? null, false);
   }

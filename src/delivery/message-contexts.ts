@@ -14,6 +14,7 @@ import type { ClaimedTransmission } from '../storage/delivery-queue.ts';
 import { readMessagesForDelivery } from '../storage/messages.ts';
 import { composeMime, payloadHasVariables, type ComposedMime } from '../domain/compose-mime.ts';
 import { rewriteHtmlParts } from '../domain/rewrite-html-parts.ts';
+import { messageExtensionNeeds, type ExtensionNeeds } from '../domain/smtp-extensions.ts';
 import { findDkimKey, type DkimKey } from './dkim.ts';
 import { applyTracking } from './tracking.ts';
 import { trackingSigningKey } from '../domain/tracking-token.ts';
@@ -39,6 +40,8 @@ export interface MessageContext {
 
 export interface ComposedVariant extends ComposedMime {
   dkim: DkimKey | null;
+  /** what its bytes need of the receiving server (SMTPUTF8, 8BITMIME), found once per composition */
+  needs: ExtensionNeeds;
 }
 
 // The messages a worker is delivering now, with their composed content: a batch's recipients and a
@@ -105,7 +108,11 @@ export class MessageContexts {
       // any message; this transmission's copy has its text/html parts rewritten, the rest byte
       // for byte. DKIM signs the copy as sent (smtp-client.ts), after this.
       if (context.payload.raw !== undefined) {
-        return this.shared(context, t, variables).then((shared) => ({ ...shared, mime: rewriteHtmlParts(shared.mime, track) }));
+        return this.shared(context, t, variables).then((shared) => {
+          const mime = rewriteHtmlParts(shared.mime, track);
+          // A rewritten part may have become quoted-printable: the copy's own bytes decide.
+          return { ...shared, mime, needs: mime === shared.mime ? shared.needs : messageExtensionNeeds(mime) };
+        });
       }
     }
     return this.shared(context, t, variables);
@@ -151,7 +158,7 @@ export class MessageContexts {
     // The Date header: acceptance, or the send_at of a scheduled message (docs/api/send-message.md).
     const composed = await composeMime(context.payload, variables, { date: new Date(context.payload.sendAt ?? context.createdAt), transformHtml });
     const dkim = composed.fromAddress ? await findDkimKey(this.services, context.accountId, composed.fromAddress) : null;
-    return withFields(composed, { dkim });
+    return withFields(composed, { dkim, needs: messageExtensionNeeds(composed.mime) });
   }
 
   /** payload.tracking decides; null/absent defers to the project's settings; config.tracking gates all. */

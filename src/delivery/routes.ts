@@ -6,11 +6,15 @@
 // 3. MX lookup (dns-resolver.ts): MX hosts in preference order, the domain's own address when it
 //    has no MX, a permanent failure for a null MX (RFC 7505) or a domain that does not exist.
 //
+// Domains are routed in their ASCII (IDNA, A-label) form, the form of RCPT TO (docs/delivery.md,
+// "SMTP"): transport-map entries and host names written in Unicode are converted when parsed.
+//
 // Host names of the relay and the transport map are resolved through the same DNS servers as MX
 // hosts (never the system's resolver behind the operator's back); IP literals and "localhost" are
 // used as they are. Every destination is an IP address to connect to plus the name to present for
 // TLS (SNI and certificate verification) and to record as the attempt's host.
 import net from 'node:net';
+import { domainToASCII } from 'node:url';
 import type { DnsResolver } from './dns-resolver.ts';
 
 export interface Destination {
@@ -57,8 +61,16 @@ export function parseRelayUrl(text: string): RelayConfig {
   const scheme = url.protocol.replace(/:$/, '');
   if (scheme !== 'smtp' && scheme !== 'smtps') throw new Error(`--relay must use smtp:// or smtps://, got ${scheme}://`);
   const secure = scheme === 'smtps';
-  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-  if (!host) throw new Error('--relay needs a host');
+  // An smtp:// URL's host is opaque to the URL parser: a Unicode name comes percent-encoded.
+  const written = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  if (!written) throw new Error('--relay needs a host');
+  let host: string;
+  try {
+    host = asciiHost(decodeURIComponent(written));
+  } catch {
+    host = '';
+  }
+  if (!host) throw new Error(`--relay host must be a host name or an IP address, got "${written}"`);
   const port = url.port ? Number(url.port) : secure ? 465 : 25;
   const user = decodeURIComponent(url.username);
   const auth = user ? { user, pass: decodeURIComponent(url.password) } : null;
@@ -76,15 +88,24 @@ export function parseTransportMap(entries: readonly string[]): Map<string, HostP
   for (const entry of entries) {
     const eq = entry.indexOf('=');
     if (eq <= 0) throw new Error(`--transport-map entries look like example.com=127.0.0.1:2525, got "${entry}"`);
-    const domain = entry.slice(0, eq).trim().toLowerCase();
+    const written = entry.slice(0, eq).trim().toLowerCase();
+    const domain = written === '*' ? written : written.startsWith('.') ? '.' + asciiHost(written.slice(1)) : asciiHost(written);
+    if (domain === '' || domain === '.') throw new Error(`--transport-map domain must be a domain name, ".parent" or "*", got "${written}"`);
     const target = entry.slice(eq + 1).trim();
     const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(target) ?? /^([^:[\]]+)(?::(\d+))?$/.exec(target);
     if (!m) throw new Error(`--transport-map target must be host[:port], got "${target}"`);
     const port = m[2] ? Number(m[2]) : 25;
     if (!(port > 0 && port < 65536)) throw new Error(`--transport-map port out of range in "${entry}"`);
-    map.set(domain, { host: m[1].toLowerCase(), port });
+    const host = asciiHost(m[1].toLowerCase());
+    if (!host) throw new Error(`--transport-map target must be host[:port], got "${target}"`);
+    map.set(domain, { host, port });
   }
   return map;
+}
+
+/** A host name in its ASCII (IDNA) form; an IP address as it is; '' when it is not a name. */
+function asciiHost(host: string): string {
+  return net.isIP(host) ? host : domainToASCII(host);
 }
 
 /** The transport-map entry for a domain: exact, then ".parent" entries from nearest, then "*". */

@@ -21,11 +21,11 @@ import net from 'node:net';
 import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
-import { splitReply, type SmtpExchange, type SmtpStage } from '../domain/classify-smtp-reply.ts';
+import { splitReply, type SmtpExchange, type SmtpFailure, type SmtpStage } from '../domain/classify-smtp-reply.ts';
 import type { DkimKey } from './dkim.ts';
 import { DkimSigners, nodemailerSigner } from './dkim-signing.ts';
 import type { Destination } from './routes.ts';
-import { installSmtpPipelining } from './smtp-pipelining.ts';
+import { installSmtpPipelining, NO_8BITMIME, NO_SMTPUTF8 } from './smtp-pipelining.ts';
 import { withFields } from '../domain/objects.ts';
 
 export const MESSAGES_PER_CONNECTION = 1000;
@@ -42,6 +42,13 @@ export type SmtpClientOptions = Pick<
 export interface Envelope {
   from: string;
   to: string;
+  /**
+   * The message needs SMTPUTF8 (a UTF-8 address in the envelope or the headers) or BODY=8BITMIME
+   * (an 8-bit body): announced on MAIL FROM where the server offers them, a permanent failure
+   * before MAIL FROM where it does not (smtp-pipelining.ts; domain/smtp-extensions.ts decides).
+   */
+  smtpUtf8?: boolean;
+  eightBitMime?: boolean;
 }
 
 /** A whole message, or its parts in order (large messages: the shared MIME is never copied). */
@@ -283,7 +290,9 @@ async function sendRaw(transport: Transporter, envelope: Envelope, raw: MessageB
   const mail = {
     data: {},
     message: {
-      getEnvelope: () => ({ from: envelope.from, to: [envelope.to] }),
+      // use8BitMime is Nodemailer's own flag (BODY=8BITMIME where offered); posthornSmtpUtf8 is
+      // read by smtp-pipelining.ts.
+      getEnvelope: () => ({ from: envelope.from, to: [envelope.to], use8BitMime: envelope.eightBitMime === true, posthornSmtpUtf8: envelope.smtpUtf8 === true }),
       messageId: () => '',
       getHeader: () => '',
       // Called again when the pool requeues the message on a fresh connection.
@@ -318,6 +327,11 @@ const STAGES: Record<string, SmtpStage> = {
   RSET: 'mail',
 };
 
+const MISSING_EXTENSION = new Map<string | undefined, SmtpFailure>([
+  [NO_SMTPUTF8, 'no_smtputf8'],
+  [NO_8BITMIME, 'no_8bitmime'],
+]);
+
 interface NodemailerError {
   code?: string;
   command?: string;
@@ -347,6 +361,9 @@ export function exchangeFromError(error: unknown): SmtpExchange {
     if (e.command === 'CONN') stage = 'greeting';
     return { code: e.responseCode, text: reply.text || message, stage };
   }
+  // Refused before MAIL FROM: the server lacks an extension the message needs (smtp-pipelining.ts).
+  const missing = MISSING_EXTENSION.get(e.code);
+  if (missing) return { code: null, text: message, stage: 'mail', failure: missing };
   const text = `${message}`.replace(/^Error: /, '');
   if (e.code === 'ETIMEDOUT' || /timeout|timed out/i.test(message)) {
     const waitingFor = stage === 'connect' ? 'the connection or the greeting' : `the reply to ${stage.toUpperCase()}`;

@@ -12,6 +12,13 @@
 // MAIL FROM parameters (SMTPUTF8, 8BITMIME, SIZE, DSN) by letting it run, then taking over its
 // queued MAIL reply handler.
 //
+// For the same connections, before any of that, the message's needs (the envelope's
+// posthornSmtpUtf8 and use8BitMime, set by smtp-client.ts) are checked against what the server's
+// EHLO announced: a message that needs SMTPUTF8 or 8BITMIME from a server without it is refused
+// before MAIL FROM (NO_SMTPUTF8, NO_8BITMIME: a permanent failure, docs/delivery.md, "SMTP"),
+// and SMTPUTF8 is added to MAIL FROM when the headers need it (Nodemailer adds it only for UTF-8
+// addresses; it adds BODY=8BITMIME itself).
+//
 // For the same connections, a message given as a Buffer is written to the socket by this module
 // (smtpDataPieces: dot-stuffed, with its terminator, in one writev) instead of through Nodemailer's
 // data stream; the reply to it is still Nodemailer's to read.
@@ -39,6 +46,17 @@ interface PipelinedConnection {
 }
 
 type EnvelopeCallback = (err: Error | null, info?: unknown) => void;
+
+/** What smtp-client.ts puts in the envelope: what the message needs of the server. */
+interface NeedsOfEnvelope {
+  to?: unknown;
+  posthornSmtpUtf8?: boolean;
+  use8BitMime?: boolean;
+}
+
+/** Error codes of a message the server cannot take by what it announced (smtp-client.ts reads them). */
+export const NO_SMTPUTF8 = 'EPOSTHORN_NO_SMTPUTF8';
+export const NO_8BITMIME = 'EPOSTHORN_NO_8BITMIME';
 
 const proto = (SMTPConnection as unknown as { prototype: Record<string, unknown> }).prototype;
 const MARK = Symbol.for('posthorn.smtp-pipelining');
@@ -102,21 +120,24 @@ export function installSmtpPipelining(): void {
       callback(err, info);
     });
   };
-  proto._setEnvelope = function pipelinedSetEnvelope(this: PipelinedConnection, envelope: { to?: unknown }, callback: EnvelopeCallback): void {
+  proto._setEnvelope = function pipelinedSetEnvelope(this: PipelinedConnection, envelope: NeedsOfEnvelope, callback: EnvelopeCallback): void {
+    if (!this.options.posthornPipelining) return original.call(this, envelope, callback);
+    const missing = missingExtension(this, envelope);
+    if (missing) return callback(missing);
     const toCount = ([] as unknown[]).concat(envelope?.to ?? []).length;
-    if (!this.options.posthornPipelining || this.options.lmtp || toCount !== 1 || !this._supportedExtensions.includes('PIPELINING')) {
-      return original.call(this, envelope, callback);
+    if (this.options.lmtp || toCount !== 1 || !this._supportedExtensions.includes('PIPELINING')) {
+      return withSmtpUtf8(this, envelope, () => original.call(this, envelope, callback));
     }
     const socket = this._socket;
     socket.cork();
     try {
       const before = this._responseActions.length;
       let refused = false;
-      original.call(this, envelope, (err: Error | null, info?: unknown) => {
+      withSmtpUtf8(this, envelope, () => original.call(this, envelope, (err: Error | null, info?: unknown) => {
         // Only reached synchronously (validation errors): its MAIL handler is replaced below.
         refused = true;
         callback(err, info);
-      });
+      }));
       // The original either refused the envelope (nothing sent) or queued its MAIL handler and
       // wrote MAIL FROM: take the handler over and send the rest in the same write.
       if (refused || this._responseActions.length !== before + 1) return;
@@ -125,6 +146,37 @@ export function installSmtpPipelining(): void {
       socket.uncork();
     }
   };
+}
+
+/** The refusal of a message the server cannot take by what its EHLO announced, or null. */
+function missingExtension(conn: PipelinedConnection, envelope: NeedsOfEnvelope): Error | null {
+  if (envelope.posthornSmtpUtf8 && !conn._supportedExtensions.includes('SMTPUTF8')) {
+    return conn._formatError('5.6.7 the receiving server does not support SMTPUTF8, which this message needs for its UTF-8 addresses or headers (RFC 6531)', NO_SMTPUTF8, false, 'MAIL FROM');
+  }
+  if (envelope.use8BitMime && !conn._supportedExtensions.includes('8BITMIME')) {
+    return conn._formatError('5.6.3 the receiving server does not support 8BITMIME, which this message needs for its 8-bit body (RFC 6152)', NO_8BITMIME, false, 'MAIL FROM');
+  }
+  return null;
+}
+
+/**
+ * Runs Nodemailer's _setEnvelope, adding SMTPUTF8 to the MAIL FROM it writes when the message
+ * needs it and Nodemailer did not add it (its own test looks at the addresses only). The command is
+ * written synchronously by _setEnvelope, so the connection's _sendCommand is shadowed just for it.
+ */
+function withSmtpUtf8(conn: PipelinedConnection, envelope: NeedsOfEnvelope, run: () => void): void {
+  if (!envelope.posthornSmtpUtf8) return run();
+  const sendCommand = conn._sendCommand;
+  conn._sendCommand = (command: string) => {
+    const params = command.slice(command.lastIndexOf('>') + 1);
+    const add = command.startsWith('MAIL FROM:') && !/(?:^| )SMTPUTF8(?: |$)/.test(params);
+    sendCommand.call(conn, add ? `${command} SMTPUTF8` : command);
+  };
+  try {
+    run();
+  } finally {
+    delete (conn as Partial<PipelinedConnection>)._sendCommand;
+  }
 }
 
 function pipelineRest(conn: PipelinedConnection, callback: EnvelopeCallback): void {

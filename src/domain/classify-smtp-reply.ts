@@ -14,11 +14,14 @@
 // - 5xx on AUTH (relay credentials) and TLS that is required but missing or unverifiable: deferred.
 //   They are our configuration's fault; failing the mail would lose it.
 // - No reply at all (refused, timed out, dropped, protocol garbage): deferred, no bounce.
+// - A message the server cannot take by what its EHLO announced (UTF-8 addresses or headers without
+//   SMTPUTF8, an 8-bit body without 8BITMIME; docs/delivery.md, "SMTP"): failed, not a bounce,
+//   decided before MAIL FROM. Postfix does the same ("5.6.7 SMTPUTF8 is required").
 
 export type SmtpStage = 'connect' | 'greeting' | 'ehlo' | 'starttls' | 'auth' | 'mail' | 'rcpt' | 'data' | 'message';
 
 /** Why no reply came, when none did. */
-export type SmtpFailure = 'refused' | 'timeout' | 'dropped' | 'tls' | 'tls_required' | 'protocol' | 'unreachable';
+export type SmtpFailure = 'refused' | 'timeout' | 'dropped' | 'tls' | 'tls_required' | 'protocol' | 'unreachable' | 'no_smtputf8' | 'no_8bitmime';
 
 export interface SmtpExchange {
   /** the reply code of the last command, when the server answered one */
@@ -49,7 +52,12 @@ const FAILURE_CODES: Record<SmtpFailure, string> = {
   tls_required: 'TLS_REQUIRED',
   protocol: 'PROTOCOL_ERROR',
   unreachable: 'HOST_UNREACHABLE',
+  no_smtputf8: 'SMTPUTF8_UNSUPPORTED',
+  no_8bitmime: '8BITMIME_UNSUPPORTED',
 };
+
+/** What the server lacks for this message: permanent, as no retry gives it the extension. */
+const PERMANENT_FAILURES: ReadonlySet<SmtpFailure> = new Set(['no_smtputf8', 'no_8bitmime']);
 
 /** Reply texts that mean the mailbox does not exist (RFC 3463 X.1.1/X.1.10 and common wordings). */
 const MAILBOX_UNKNOWN =
@@ -61,6 +69,7 @@ export function classifySmtpReply(exchange: SmtpExchange): Classification {
   const text = oneLine(exchange.text);
   if (exchange.code === null || exchange.failure) {
     const failure = exchange.failure ?? 'protocol';
+    if (PERMANENT_FAILURES.has(failure)) return { kind: 'failed', resultCode: FAILURE_CODES[failure], resultMessage: text, bounce: null };
     return { kind: 'deferred', resultCode: FAILURE_CODES[failure], resultMessage: text, bounce: null };
   }
   const code = exchange.code;

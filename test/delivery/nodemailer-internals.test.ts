@@ -154,15 +154,24 @@ describe(`Nodemailer internals patched by ${PATCHED_BY}`, () => {
     }
   });
 
-  it('the original _setEnvelope still writes MAIL FROM, queues exactly one reply handler and fills _envelope', async () => {
+  it('the original _setEnvelope still writes MAIL FROM (with BODY=8BITMIME for use8BitMime) through _sendCommand, queues exactly one reply handler and fills _envelope', async () => {
     const conn = await connect(server.port);
     try {
       const before = conn._responseActions.length;
       let calledBack = false;
-      conn._setEnvelope({ from: 'sender@posthorn.test', to: ['ann@example.test'] }, () => {
+      // The patch adds SMTPUTF8 by shadowing _sendCommand while _setEnvelope runs (withSmtpUtf8).
+      const written: string[] = [];
+      const sendCommand = conn._sendCommand;
+      conn._sendCommand = (line: string) => {
+        written.push(line);
+        sendCommand.call(conn, line);
+      };
+      conn._setEnvelope({ from: 'sender@posthorn.test', to: ['ann@example.test'], use8BitMime: true }, () => {
         calledBack = true;
       });
+      delete conn._sendCommand;
       assert.equal(calledBack, false, changed('_setEnvelope calls back synchronously for a valid envelope'));
+      assert.deepEqual(written, ['MAIL FROM:<sender@posthorn.test> BODY=8BITMIME'], changed('_setEnvelope no longer writes MAIL FROM, with BODY=8BITMIME for envelope.use8BitMime, through this._sendCommand before returning'));
       assert.equal(conn._responseActions.length, before + 1, changed('_setEnvelope no longer queues exactly one reply handler (its MAIL FROM handler) before returning'));
       const envelope = conn._envelope;
       assert.ok(envelope && typeof envelope === 'object', changed('_setEnvelope no longer stores the envelope as _envelope'));

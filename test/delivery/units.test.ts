@@ -1,5 +1,6 @@
 // The pure parts of delivery: reply classification, relay and transport-map parsing, header
-// formatting, text encoding choice, DNS server addresses, MX ordering.
+// formatting, text encoding choice, DNS server addresses, MX ordering, what a message needs of the
+// server's SMTP extensions.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { classifySmtpReply, splitReply } from '../../src/domain/classify-smtp-reply.ts';
@@ -7,6 +8,7 @@ import { envelopeAddress, formatAddressHeader, preferredTextEncoding } from '../
 import { orderMxHosts, parseDnsServer } from '../../src/delivery/dns-resolver.ts';
 import { lookupTransport, parseRelayUrl, parseTransportMap, redactUrl } from '../../src/delivery/routes.ts';
 import { exchangeFromError, isConnectionFailure } from '../../src/delivery/smtp-client.ts';
+import { messageExtensionNeeds, transmissionExtensionNeeds } from '../../src/domain/smtp-extensions.ts';
 
 describe('classifySmtpReply', () => {
   const c = (code: number | null, stage: any, text = 'x', failure?: any) => classifySmtpReply({ code, stage, text, failure });
@@ -21,6 +23,9 @@ describe('classifySmtpReply', () => {
     assert.equal(c(535, 'auth').kind, 'deferred');
     assert.deepEqual(c(null, 'connect', 'connect ECONNREFUSED', 'refused'), { kind: 'deferred', resultCode: 'CONNECTION_REFUSED', resultMessage: 'connect ECONNREFUSED', bounce: null });
     assert.equal(c(null, 'message', 't', 'timeout').resultCode, 'TIMEOUT');
+    // A server without an extension the message needs: permanent, and not the address's fault.
+    assert.deepEqual(c(null, 'mail', '5.6.7 no SMTPUTF8', 'no_smtputf8'), { kind: 'failed', resultCode: 'SMTPUTF8_UNSUPPORTED', resultMessage: '5.6.7 no SMTPUTF8', bounce: null });
+    assert.deepEqual(c(null, 'mail', '5.6.3 no 8BITMIME', 'no_8bitmime'), { kind: 'failed', resultCode: '8BITMIME_UNSUPPORTED', resultMessage: '5.6.3 no 8BITMIME', bounce: null });
   });
   it('flattens multi-line replies and bounds their length', () => {
     assert.equal(c(550, 'rcpt', 'first\r\nsecond').resultMessage, 'first second');
@@ -58,6 +63,13 @@ describe('routing configuration', () => {
     assert.throws(() => parseRelayUrl('http://x'), /smtp:\/\/ or smtps:\/\//);
     assert.throws(() => parseRelayUrl('smtp://u:secret@'), (e: Error) => !e.message.includes('secret'));
     assert.equal(redactUrl('smtp://u:secret@h:25'), 'smtp://u:[redacted]@h:25');
+    // A Unicode host name is routed in its ASCII (IDNA) form (an smtp:// URL would percent-encode it).
+    assert.equal(parseRelayUrl('smtp://u:p@relais.bücher.example:587').host, 'relais.xn--bcher-kva.example');
+  });
+  it('reads transport-map domains and hosts written in Unicode in their ASCII (IDNA) form', () => {
+    const map = parseTransportMap(['bücher.example=mx.bücher.example:2525', '.bücher.test=10.0.0.3']);
+    assert.deepEqual(lookupTransport(map, 'xn--bcher-kva.example'), { host: 'mx.xn--bcher-kva.example', port: 2525 });
+    assert.deepEqual(lookupTransport(map, 'a.xn--bcher-kva.test'), { host: '10.0.0.3', port: 25 });
   });
   it('matches transport-map entries exactly, by parent domain, then "*"', () => {
     const map = parseTransportMap(['example.com=10.0.0.1:2525', '.example.com=10.0.0.2', '*=[::1]:26']);
@@ -110,5 +122,22 @@ describe('statement shapes', () => {
     assert.deepEqual(powerOfTwoChunks([...Array(300).keys()], 128).map((c) => c.length), [128, 128, 32, 8, 4]);
     assert.deepEqual(powerOfTwoChunks([], 128), []);
     assert.deepEqual(powerOfTwoChunks([...Array(37).keys()], 128).flat(), [...Array(37).keys()]);
+  });
+});
+
+describe('what a message needs of the server (SMTPUTF8, 8BITMIME)', () => {
+  const needs = (text: string) => messageExtensionNeeds(Buffer.from(text, 'utf8'));
+  it('finds 8-bit octets in the header section and in the body apart', () => {
+    assert.deepEqual(needs('Subject: hi\r\n\r\nhello\r\n'), { smtpUtf8: false, eightBitMime: false });
+    assert.deepEqual(needs('Subject: Grüße\r\n\r\nhello\r\n'), { smtpUtf8: true, eightBitMime: false });
+    assert.deepEqual(needs('Subject: hi\r\n\r\nGrüße\r\n'), { smtpUtf8: false, eightBitMime: true });
+    assert.deepEqual(needs('Subject: hi\r\nX: é\r\n'), { smtpUtf8: true, eightBitMime: false }, 'no blank line: all header');
+    assert.deepEqual(needs('\r\nGrüße'), { smtpUtf8: false, eightBitMime: true }, 'no header at all');
+  });
+  it('adds SMTPUTF8 for a UTF-8 envelope address or To line, and keeps the message\'s needs otherwise', () => {
+    const none = { smtpUtf8: false, eightBitMime: false };
+    assert.equal(transmissionExtensionNeeds(none, 'bounce-1@posthorn.test', 'ann@xn--bcher-kva.example', 'ann@xn--bcher-kva.example'), none);
+    assert.deepEqual(transmissionExtensionNeeds(none, 'bounce-1@posthorn.test', 'josé@example.test', null), { smtpUtf8: true, eightBitMime: false });
+    assert.deepEqual(transmissionExtensionNeeds({ smtpUtf8: false, eightBitMime: true }, 'b@posthorn.test', 'over@example.test', 'josé@example.test'), { smtpUtf8: true, eightBitMime: true });
   });
 });

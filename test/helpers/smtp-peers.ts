@@ -39,6 +39,11 @@ export interface SmtpPeerScript {
   acceptText?: (n: number) => string;
   /** wait this long before answering the end of DATA (a slow server) */
   dataDelayMs?: number;
+  /** advertise SMTPUTF8 (default true) and 8BITMIME (default true) in the EHLO reply */
+  smtputf8?: boolean;
+  eightBitMime?: boolean;
+  /** advertise PIPELINING (default true) */
+  pipelining?: boolean;
   /** listen address (default 127.0.0.1; any 127.x.y.z works on Linux) and port (default 0) */
   host?: string;
   port?: number;
@@ -47,6 +52,8 @@ export interface SmtpPeerScript {
 export interface ReceivedMail {
   from: string;
   to: string[];
+  /** the parameters of MAIL FROM (smtp-server's mailFrom.args: { SMTPUTF8: true, BODY: '8BITMIME' }) */
+  mailArgs: Record<string, string | boolean>;
   raw: Buffer;
   /** the Message-ID header value (with brackets), or null */
   messageId: string | null;
@@ -67,6 +74,8 @@ export interface SmtpPeer {
   readonly received: ReceivedMail[];
   /** every message whose DATA arrived, accepted or not */
   readonly attempts: ReceivedMail[];
+  /** every command line received, as sent (smtp-server shows addresses with IDN domains decoded) */
+  readonly commands: string[];
   /** TCP connections opened to this peer */
   readonly connectionCount: number;
   /** connections open now */
@@ -79,6 +88,7 @@ export interface SmtpPeer {
 export async function startSmtpPeer(script: SmtpPeerScript = {}): Promise<SmtpPeer> {
   const received: ReceivedMail[] = [];
   const attempts: ReceivedMail[] = [];
+  const commands: string[] = [];
   const sockets = new Set<net.Socket>();
   let connectionCount = 0;
   let waiters: Array<() => void> = [];
@@ -94,6 +104,9 @@ export async function startSmtpPeer(script: SmtpPeerScript = {}): Promise<SmtpPe
   const server = new SMTPServer({
     secure: script.secure ?? false,
     hideSTARTTLS: script.starttls === false,
+    hideSMTPUTF8: script.smtputf8 === false,
+    hide8BITMIME: script.eightBitMime === false,
+    hidePIPELINING: script.pipelining === false,
     authOptional: !script.auth,
     allowInsecureAuth: true,
     disabledCommands: [...(script.auth ? [] : ['AUTH']), ...(script.starttls === false ? ['STARTTLS'] : [])],
@@ -132,6 +145,7 @@ export async function startSmtpPeer(script: SmtpPeerScript = {}): Promise<SmtpPe
       const probe: ReceivedMail = {
         from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
         to: session.envelope.rcptTo.map((r) => r.address),
+        mailArgs: session.envelope.mailFrom ? argsOf(session.envelope.mailFrom) : {},
         raw: Buffer.alloc(0),
         messageId: null,
         secure: session.secure,
@@ -159,6 +173,18 @@ export async function startSmtpPeer(script: SmtpPeerScript = {}): Promise<SmtpPe
       });
     },
   });
+  // The command lines as they arrived: smtp-server logs each one ('C:', line) at debug level.
+  const quiet = () => {};
+  (server as unknown as { logger: unknown }).logger = {
+    trace: quiet,
+    info: quiet,
+    warn: quiet,
+    error: quiet,
+    fatal: quiet,
+    debug: (meta: { tnx?: string }, _format: string, line: unknown) => {
+      if (meta?.tnx === 'command' && typeof line === 'string') commands.push(line);
+    },
+  };
   server.on('error', () => {
     /* client errors (dropped sockets) are part of the scripts */
   });
@@ -180,6 +206,7 @@ export async function startSmtpPeer(script: SmtpPeerScript = {}): Promise<SmtpPe
     transportFor: (domain) => `${domain}=${script.host ?? '127.0.0.1'}:${port}`,
     received,
     attempts,
+    commands,
     get connectionCount() {
       return connectionCount;
     },
@@ -201,6 +228,11 @@ export async function startSmtpPeer(script: SmtpPeerScript = {}): Promise<SmtpPe
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** The parameters of a MAIL FROM or RCPT TO (smtp-server types them as `false` when absent). */
+function argsOf(address: SMTPServerAddress): Record<string, string | boolean> {
+  return { ...((address.args || {}) as Record<string, string | boolean>) };
 }
 
 /** One header's unfolded value from raw message bytes, or null. */
