@@ -3,7 +3,7 @@
 // RIGHT-TO-LEFT OVERRIDE in a subject, a display name, a filename, a template name, a suppression
 // note, a mailbox label) stay inside their own text; very long unbroken text (a subject, an
 // address, an SMTP reply, a note, a URL, a domain) wraps inside its card or table; every page fits
-// a phone's width.
+// a phone's width; the template editor says where its sample variables are not a JSON object.
 // docs/dashboard.md, "Hostile text" and "How it is built".
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -204,5 +204,17 @@ describe('dashboard with hostile and long text, in a browser', { skip: missing ?
     } finally {
       await page.setViewportSize({ width: 1280, height: 900 });
     }
+  });
+
+  it('says beside the sample variables when they are not a JSON object', async () => {
+    await visit('/templates/receipt');
+    const variables = page.getByLabel('Sample variables (JSON object, preview only)');
+    assert.equal(await variables.getAttribute('aria-describedby'), 'err-variables');
+    await variables.fill('{"name": ');
+    await page.locator('#err-variables', { hasText: /not a JSON object/ }).waitFor({ timeout: 5_000 });
+    await variables.fill('["Ada"]');
+    await page.locator('#err-variables', { hasText: /not a JSON object/ }).waitFor({ timeout: 5_000 });
+    await variables.fill('{"name": "Grace"}');
+    await page.locator('#err-variables:empty').waitFor({ state: 'attached', timeout: 5_000 });
   });
 });

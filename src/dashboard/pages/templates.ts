@@ -27,14 +27,17 @@ function inputOf(form: Record<string, string>): TemplateInput {
   return input;
 }
 
-function sampleVariables(text: string | undefined): Record<string, unknown> {
-  if (!text || text.trim() === '') return {};
+/** The preview's sample variables: a JSON object, or the error shown beside the field. */
+function sampleVariables(text: string | undefined): { variables: Record<string, unknown>; error: string | null } {
+  if (!text || text.trim() === '') return { variables: {}, error: null };
+  let parsed: unknown;
   try {
-    const parsed = JSON.parse(text) as unknown;
-    return parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {};
-  } catch {
-    return {};
+    parsed = JSON.parse(text);
+  } catch (error) {
+    return { variables: {}, error: `The sample variables are not a JSON object: ${(error as Error).message}.` };
   }
+  if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return { variables: parsed as Record<string, unknown>, error: null };
+  return { variables: {}, error: 'The sample variables are not a JSON object: write them as {"name": "value"}.' };
 }
 
 /** Which field an operation's error is about, when it names one ("argument "subject" ..."). */
@@ -58,7 +61,7 @@ ${csrfField(viewer)}<input type="hidden" name="project" value="${project.uid}">
 ${slug === null ? html`<div class="field"><label for="t-slug">Slug</label><input id="t-slug" name="slug" required value="${values.slug ?? ''}" pattern="[A-Za-z0-9_.\\-]+"${describedBy('slug')}>${err('slug')}</div>` : ''}
 ${input('name', 'Name')}${input('subject', 'Subject')}${input('from', 'From')}${input('parent', 'Layout (parent template slug)')}
 ${area('html', 'HTML part', 12)}${area('text', 'Text part', 6)}${area('css', 'CSS', 4)}
-<div class="field wide"><label for="t-variables">Sample variables (JSON object, preview only)</label><textarea id="t-variables" name="variables" rows="3" spellcheck="false">${values.variables ?? '{"name": "Ada"}'}</textarea></div>
+<div class="field wide"><label for="t-variables">Sample variables (JSON object, preview only)</label><textarea id="t-variables" name="variables" rows="3" spellcheck="false"${describedBy('variables')}>${values.variables ?? '{"name": "Ada"}'}</textarea>${err('variables')}</div>
 ${errors.template ? notice('error', errors.template) : ''}
 <div class="actions"><button type="submit">Save</button>
 <button type="submit" formaction="/templates/~preview" formtarget="preview" id="preview-button" class="secondary">Preview</button></div>
@@ -149,7 +152,9 @@ ${q.saved ? notice('ok', `Template ${q.saved} saved.`) : ''}${q.deleted ? notice
     const viewer = viewerOf(request);
     const form = formOf(request);
     const { project } = await pickProject(services, viewer, form.project);
-    return previewTemplate(services, project, { template: inputOf(form), variables: sampleVariables(form.variables) });
+    const sample = sampleVariables(form.variables);
+    const result = await previewTemplate(services, project, { template: inputOf(form), variables: sample.variables });
+    return sample.error === null ? result : { ...result, errors: { ...result.errors, variables: sample.error } };
   };
 
   // Into the sandboxed frame: the HTML part as it would be sent, under the message frame's policy.
