@@ -10,8 +10,8 @@ import { createTemplate, deleteTemplate, getTemplate, listTemplates, updateTempl
 import type { Viewer } from '../../operations/users.ts';
 import type { Project, Template } from '../../operations/context.ts';
 import { html, type SafeHtml } from '../html.ts';
-import { csrfField, notice, page, projectPicker } from '../layout.ts';
-import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
+import { csrfField, notice, page, postNotice, projectPicker } from '../layout.ts';
+import { formOf, queryOf, redirectWithNotice, sendPage, takeNotice, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { framePolicy } from './messages.ts';
 import { pickProject } from './common.ts';
 
@@ -87,15 +87,17 @@ function templateValues(t: Template): Record<string, string> {
   };
 }
 
-export function installTemplatePages(app: FastifyInstance, { services }: DashboardRoutes): void {
+export function installTemplatePages(app: FastifyInstance, routes: DashboardRoutes): void {
+  const { services } = routes;
   app.get('/templates', async (request, reply) => {
     const viewer = viewerOf(request);
     const q = queryOf(request);
+    const shown = takeNotice(request, reply);
     const { projects, project } = await pickProject(services, viewer, q.project);
     const { templates } = await listTemplates(services, { caller: callerFor(viewer, project), projectUid: undefined });
     const p = encodeURIComponent(project.uid);
     const body = html`${projectPicker(projects, project, '/templates')}
-${q.saved ? notice('ok', `Template ${q.saved} saved.`) : ''}${q.deleted ? notice('ok', `Template ${q.deleted} deleted.`) : ''}
+${postNotice(shown)}
 <p><a class="button" href="/templates/~new?project=${p}">New template</a></p>
 <table><thead><tr><th scope="col">Slug</th><th scope="col">Name</th><th scope="col">Subject</th><th scope="col">Layout</th><th scope="col">Updated</th></tr></thead>
 <tbody>${templates.map(
@@ -135,7 +137,7 @@ ${q.saved ? notice('ok', `Template ${q.saved} saved.`) : ''}${q.deleted ? notice
       const title = slug === null ? 'New template' : `Template ${slug}`;
       return sendPage(reply, page(title, { viewer, section: 'templates', scripts: ['preview.js'] }, editor(viewer, project, slug, form, { [field]: error.message })), error.httpCode);
     }
-    return reply.redirect(`/templates?project=${encodeURIComponent(project.uid)}&saved=${encodeURIComponent(name)}`, 303);
+    return redirectWithNotice(reply, routes, `/templates?project=${encodeURIComponent(project.uid)}`, { kind: 'ok', text: `Template ${name} saved.` });
   };
   app.post('/templates', (request, reply) => save(request, reply, null));
   app.post('/templates/:slug', (request, reply) => save(request, reply, (request.params as { slug: string }).slug));
@@ -145,7 +147,7 @@ ${q.saved ? notice('ok', `Template ${q.saved} saved.`) : ''}${q.deleted ? notice
     const { project } = await pickProject(services, viewer, formOf(request).project);
     const slug = (request.params as { slug: string }).slug;
     await deleteTemplate(services, { caller: callerFor(viewer, project), projectUid: undefined }, slug);
-    return reply.redirect(`/templates?project=${encodeURIComponent(project.uid)}&deleted=${encodeURIComponent(slug)}`, 303);
+    return redirectWithNotice(reply, routes, `/templates?project=${encodeURIComponent(project.uid)}`, { kind: 'ok', text: `Template ${slug} deleted.` });
   });
 
   const preview = async (request: FastifyRequest) => {
