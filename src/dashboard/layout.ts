@@ -3,6 +3,7 @@
 import type { Project } from '../operations/context.ts';
 import type { Viewer } from '../operations/users.ts';
 import { html, type HtmlValue, type SafeHtml } from './html.ts';
+import type { Notice } from './requests.ts';
 
 export interface PageContext {
   viewer: Viewer | null;
@@ -74,4 +75,9 @@ ${Object.entries(extra).map(([k, v]) => html`<input type="hidden" name="${k}" va
 
 export function notice(kind: 'ok' | 'error', text: HtmlValue): SafeHtml {
   return html`<p class="notice ${kind}" role="${kind === 'error' ? 'alert' : 'status'}">${text}</p>`;
+}
+
+/** The notice a form post left for this page (requests.ts takeNotice), if any. */
+export function postNotice(shown: Notice | null): SafeHtml | '' {
+  return shown ? notice(shown.kind, shown.text) : '';
 }

@@ -37,7 +37,8 @@ function errorPage(viewer: Viewer | null, status: number, message: string): stri
 export async function dashboard(app: FastifyInstance, opts: { services: Services }): Promise<void> {
   const { services } = opts;
   const secureCookies = Boolean(services.config.tlsCert) || services.config.publicUrl.startsWith('https://');
-  await app.register(cookie);
+  // Signed cookies: the notice a form post leaves for the next page (requests.ts redirectWithNotice).
+  await app.register(cookie, { secret: services.secrets.deriveKey('posthorn dashboard notices v1') });
   await app.register(formbody, { bodyLimit: services.config.maxBodyBytes });
 
   // Server-Timing: the time this process spent on the request, for the browser's devtools and

@@ -1,6 +1,7 @@
 // What every dashboard page shares for reading a request and answering it: the viewer the
 // session hook attached (plugin.ts), the form and query fields as strings, the HTML answer, the
-// cookies' names and the tokens compared in constant time. Pages import these; plugin.ts, which
+// notice a form post leaves for the page it redirects to, the cookies' names and the tokens
+// compared in constant time. Pages import these; plugin.ts, which
 // installs the pages, imports them too, so pages never import the plugin.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { randomBytes, timingSafeEqual } from 'node:crypto';
@@ -9,6 +10,17 @@ import type { Services } from '../services.ts';
 
 export const SESSION_COOKIE = 'posthorn_session';
 export const LOGIN_COOKIE = 'posthorn_login';
+export const NOTICE_COOKIE = 'posthorn_notice';
+/** Seconds a notice waits for the page it was left for. */
+const NOTICE_TTL_S = 60;
+/** Characters of a notice kept: its cookie, URL-encoded, stays under browsers' 4 KiB. */
+const NOTICE_CHARS = 400;
+
+/** What a form post reports on the page it redirects to. */
+export interface Notice {
+  kind: 'ok' | 'error';
+  text: string;
+}
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -54,6 +66,32 @@ export function sameToken(a: string | undefined, b: string): boolean {
 
 export function sendPage(reply: FastifyReply, body: string, status = 200): FastifyReply {
   return reply.code(status).header('content-type', 'text/html; charset=utf-8').header('cache-control', 'no-store').send(body);
+}
+
+/**
+ * Answers a form post with a redirect and the notice the next page shows once, in a cookie signed
+ * by this server (plugin.ts). Never in the URL: a link must not make the dashboard say anything
+ * (docs/dashboard.md, "Notices").
+ */
+export function redirectWithNotice(reply: FastifyReply, routes: DashboardRoutes, location: string, notice: Notice): FastifyReply {
+  const value = JSON.stringify({ kind: notice.kind, text: notice.text.slice(0, NOTICE_CHARS) });
+  reply.setCookie(NOTICE_COOKIE, value, { path: '/', httpOnly: true, sameSite: 'lax', secure: routes.secureCookies, signed: true, maxAge: NOTICE_TTL_S });
+  return reply.redirect(location, 303);
+}
+
+/** The notice a form post left (cleared as it is read), or null; an unsigned or altered one is dropped. */
+export function takeNotice(request: FastifyRequest, reply: FastifyReply): Notice | null {
+  const cookie = request.cookies[NOTICE_COOKIE];
+  if (cookie === undefined) return null;
+  reply.clearCookie(NOTICE_COOKIE, { path: '/' });
+  const unsigned = request.unsignCookie(cookie);
+  if (!unsigned.valid || unsigned.value === null) return null;
+  try {
+    const { kind, text } = JSON.parse(unsigned.value) as Partial<Notice>;
+    return (kind === 'ok' || kind === 'error') && typeof text === 'string' ? { kind, text } : null;
+  } catch {
+    return null;
+  }
 }
 
 export function newLoginToken(): string {

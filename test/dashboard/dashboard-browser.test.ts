@@ -179,7 +179,8 @@ describe('dashboard in a browser', { skip: missing ? `${CHROMIUM} is not install
     await page.locator('#err-parent:empty').waitFor({ state: 'attached' });
     await shot('template-editor');
     await page.getByRole('button', { name: 'Save' }).click();
-    await page.waitForURL(/\/templates\?project=.*saved=receipt/);
+    await page.waitForURL(/\/templates\?project=[^&]+$/);
+    await page.getByRole('status').filter({ hasText: 'Template receipt saved.' }).waitFor();
     const api = await t.call('get_template', { api_key: seed.projectKey, arguments: { slug: 'receipt' } });
     assert.equal(api.status, 200, JSON.stringify(api.body));
     assert.ok(JSON.stringify(api.body.data).includes('Goodbye {{name}}'));

@@ -54,23 +54,23 @@ describe('one message: timeline and webhook deliveries', () => {
     assert.equal(sections.length, 3);
     const ok = sections.find((s) => s.includes('ok@customer.example'))!;
     const gone = sections.find((s) => s.includes('gone@customer.example'))!;
-    assert.match(ok, /<li class="attempt sent">[\s\S]*?<dd>127\.0\.0\.1<\/dd>[\s\S]*?<code>SMTP_250<\/code>[\s\S]*?\d+ ms/);
-    assert.match(ok, /<strong>completed<\/strong>/);
+    assert.match(ok, /<li class="attempt sent">[\s\S]*?<dd><bdi>127\.0\.0\.1<\/bdi><\/dd>[\s\S]*?<code><bdi>SMTP_250<\/bdi><\/code>[\s\S]*?\d+ ms/);
+    assert.match(ok, /<strong><bdi>completed<\/bdi><\/strong>/);
     // The plain peer offers no STARTTLS; the other one does and the session is encrypted.
-    assert.match(ok, /<dt>TLS<\/dt><dd>no<\/dd>/);
-    assert.match(gone, /<dt>TLS<\/dt><dd>no<\/dd>/);
+    assert.match(ok, /<dt>TLS<\/dt><dd><bdi>no<\/bdi><\/dd>/);
+    assert.match(gone, /<dt>TLS<\/dt><dd><bdi>no<\/bdi><\/dd>/);
     const secure = sections.find((s) => s.includes('tls@secure.example'))!;
-    assert.match(secure, /<li class="attempt sent">[\s\S]*?<dt>TLS<\/dt><dd>yes<\/dd>/);
-    assert.match(gone, /<li class="attempt failed">[\s\S]*?<code>SMTP_550<\/code>[^<]*user unknown/);
-    assert.match(gone, /<span class="badge failed">failed<\/span>/);
+    assert.match(secure, /<li class="attempt sent">[\s\S]*?<dt>TLS<\/dt><dd><bdi>yes<\/bdi><\/dd>/);
+    assert.match(gone, /<li class="attempt failed">[\s\S]*?<code><bdi>SMTP_550<\/bdi><\/code> <bdi>[^<]*user unknown/);
+    assert.match(gone, /<span class="badge failed"><bdi>failed<\/bdi><\/span>/);
 
     const deliveries = page.text.slice(page.text.indexOf('<h2>Webhook deliveries</h2>'));
     const rows = deliveries.split('<tr>').slice(2);
     assert.ok(rows.length >= 2, deliveries);
     assert.ok(rows.every((r) => /ok@customer\.example|gone@customer\.example|tls@secure\.example/.test(r)), deliveries);
-    assert.ok(rows.some((r) => r.includes('<td>delivered</td><td>ok@customer.example</td>')));
+    assert.ok(rows.some((r) => r.includes('<td><bdi>delivered</bdi></td><td><bdi>ok@customer.example</bdi></td>')));
     // A 550 to RCPT is a hard bounce: its event is `bounced` (docs/webhooks.md).
-    assert.ok(rows.some((r) => /<td>(failed|bounced)<\/td><td>gone@customer\.example<\/td>/.test(r)), deliveries);
+    assert.ok(rows.some((r) => /<td><bdi>(failed|bounced)<\/bdi><\/td><td><bdi>gone@customer\.example<\/bdi><\/td>/.test(r)), deliveries);
     assert.ok(!deliveries.includes('other@customer.example'));
   });
 
@@ -91,6 +91,6 @@ describe('one message: timeline and webhook deliveries', () => {
     const page = await client.get(`/messages/${id}`);
     assert.equal(page.status, 200);
     const deliveries = page.text.slice(page.text.indexOf('<h2>Webhook deliveries</h2>'));
-    assert.ok(deliveries.includes('<td>bounced</td><td>late@customer.example</td>'), deliveries);
+    assert.ok(deliveries.includes('<td><bdi>bounced</bdi></td><td><bdi>late@customer.example</bdi></td>'), deliveries);
   });
 });

@@ -3,9 +3,9 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
 import { checkDomain, createDomain, listDomains, removeDomain, type DomainView } from '../../operations/domains.ts';
-import { formatTime, html, queryString } from '../html.ts';
-import { csrfField, notice, page } from '../layout.ts';
-import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
+import { formatTime, html } from '../html.ts';
+import { csrfField, page, postNotice } from '../layout.ts';
+import { formOf, redirectWithNotice, sendPage, takeNotice, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { requireAccountUser } from './common.ts';
 
 function domainCard(csrf: ReturnType<typeof csrfField>, v: DomainView) {
@@ -25,14 +25,15 @@ ${Object.entries(v.records).map(([purpose, r]) => {
 </section>`;
 }
 
-export function installDomainPages(app: FastifyInstance, { services }: DashboardRoutes): void {
+export function installDomainPages(app: FastifyInstance, routes: DashboardRoutes): void {
+  const { services } = routes;
   app.get('/domains', async (request, reply) => {
     const viewer = viewerOf(request);
     requireAccountUser(viewer);
-    const q = queryOf(request);
+    const shown = takeNotice(request, reply);
     const domains = await listDomains(services, viewer.account);
     const csrf = csrfField(viewer);
-    const body = html`${q.error ? notice('error', q.error) : ''}${q.done ? notice('ok', q.done) : ''}
+    const body = html`${postNotice(shown)}
 <form method="post" action="/domains" class="card">${csrf}<label for="d-name">Add a sending domain</label><input id="d-name" name="name" required placeholder="example.com"><button type="submit">Add</button></form>
 ${domains.length === 0 ? html`<p>No domain yet.</p>` : domains.map((d) => domainCard(csrf, d))}`;
     return sendPage(reply, page('Domains', { viewer, section: 'domains' }, body));
@@ -45,10 +46,10 @@ ${domains.length === 0 ? html`<p>No domain yet.</p>` : domains.map((d) => domain
       const form = formOf(request);
       const name = (request.params as { name?: string }).name ?? form.name ?? '';
       try {
-        return reply.redirect(`/domains${queryString({ done: await run(viewer, name, form) })}`, 303);
+        return redirectWithNotice(reply, routes, '/domains', { kind: 'ok', text: await run(viewer, name, form) });
       } catch (error) {
         if (!(error instanceof ApiError)) throw error;
-        return reply.redirect(`/domains${queryString({ error: error.message.slice(0, 500) })}`, 303);
+        return redirectWithNotice(reply, routes, '/domains', { kind: 'error', text: error.message });
       }
     });
   act('/domains', async (viewer, name) => `Added ${(await createDomain(services, viewer.account, { name })).domain.name}: publish its records below.`);

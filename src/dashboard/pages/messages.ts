@@ -18,7 +18,7 @@ import {
   type RecipientTimeline,
 } from '../../operations/message-views.ts';
 import type { Project } from '../../operations/context.ts';
-import { formatTime, html, queryString, type SafeHtml } from '../html.ts';
+import { formatTime, html, queryString, showBidiControls, type SafeHtml } from '../html.ts';
 import { page, projectPicker } from '../layout.ts';
 import { queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { pickProject } from './common.ts';
@@ -126,7 +126,7 @@ ${content.html !== null
     : ''}
 ${content.text !== null ? html`<h3>Text part</h3><pre class="text-part">${content.text}</pre>` : ''}
 <h3>Attachments</h3>
-${content.attachments.length === 0 ? html`<p>None.</p>` : html`<ul class="attachments">${content.attachments.map((a) => html`<li><span class="filename">${a.filename}</span> <small>${a.contentType}, ${a.sizeBytes} bytes</small></li>`)}</ul>`}
+${content.attachments.length === 0 ? html`<p>None.</p>` : html`<ul class="attachments">${content.attachments.map((a) => html`<li><span class="filename">${showBidiControls(a.filename)}</span> <small>${a.contentType}, ${a.sizeBytes} bytes</small></li>`)}</ul>`}
 <h2>Webhook deliveries</h2>
 ${view.webhookDeliveries.length === 0
     ? html`<p>None.</p>`

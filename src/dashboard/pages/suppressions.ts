@@ -4,18 +4,20 @@ import { ApiError } from '../../domain/errors.ts';
 import { searchSuppressions } from '../../operations/suppression-views.ts';
 import { addToSuppressionList, removeFromSuppressionList } from '../../operations/suppressions.ts';
 import { formatTime, html, queryString } from '../html.ts';
-import { csrfField, notice, page, projectPicker } from '../layout.ts';
-import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
+import { csrfField, page, postNotice, projectPicker } from '../layout.ts';
+import { formOf, queryOf, redirectWithNotice, sendPage, takeNotice, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { pickProject } from './common.ts';
 
-export function installSuppressionPages(app: FastifyInstance, { services }: DashboardRoutes): void {
+export function installSuppressionPages(app: FastifyInstance, routes: DashboardRoutes): void {
+  const { services } = routes;
   app.get('/suppressions', async (request, reply) => {
     const viewer = viewerOf(request);
     const q = queryOf(request);
+    const shown = takeNotice(request, reply);
     const { projects, project } = await pickProject(services, viewer, q.project);
     const { rows, next } = await searchSuppressions(services, project, { contains: q.q, after: q.after });
     const body = html`${projectPicker(projects, project, '/suppressions')}
-${q.added ? notice('ok', `Added: ${q.added}`) : ''}${q.removed ? notice('ok', `Removed: ${q.removed}`) : ''}${q.error ? notice('error', q.error) : ''}
+${postNotice(shown)}
 <form method="post" action="/suppressions/add" class="card">
 ${csrfField(viewer)}<input type="hidden" name="project" value="${project.uid}">
 <label for="s-add">Add addresses (one a line)</label><textarea id="s-add" name="addresses" rows="3" required></textarea>
@@ -33,7 +35,7 @@ ${next ? html`<nav class="pager"><a href="/suppressions${queryString({ project: 
     return sendPage(reply, page('Suppressions', { viewer, section: 'suppressions' }, body));
   });
 
-  const back = (project: string, params: Record<string, string>) => `/suppressions${queryString({ project, ...params })}`;
+  const back = (project: string) => `/suppressions${queryString({ project })}`;
 
   app.post('/suppressions/add', async (request, reply) => {
     const viewer = viewerOf(request);
@@ -42,10 +44,10 @@ ${next ? html`<nav class="pager"><a href="/suppressions${queryString({ project: 
     const addresses = (form.addresses ?? '').split(/[\s,;]+/).filter((a) => a !== '');
     try {
       const added = await addToSuppressionList(services, project, { addresses, message: form.message?.trim() || null });
-      return reply.redirect(back(project.uid, { added: Object.keys(added).join(', ').slice(0, 500) }), 303);
+      return redirectWithNotice(reply, routes, back(project.uid), { kind: 'ok', text: `Added: ${Object.keys(added).join(', ')}` });
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
-      return reply.redirect(back(project.uid, { error: error.message.slice(0, 500) }), 303);
+      return redirectWithNotice(reply, routes, back(project.uid), { kind: 'error', text: error.message });
     }
   });
 
@@ -55,10 +57,10 @@ ${next ? html`<nav class="pager"><a href="/suppressions${queryString({ project: 
     const { project } = await pickProject(services, viewer, form.project);
     try {
       const { removed } = await removeFromSuppressionList(services, project, { addresses: [form.address ?? ''] });
-      return reply.redirect(back(project.uid, { removed: removed.join(', ') }), 303);
+      return redirectWithNotice(reply, routes, back(project.uid), { kind: 'ok', text: `Removed: ${removed.join(', ')}` });
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
-      return reply.redirect(back(project.uid, { error: error.message.slice(0, 500) }), 303);
+      return redirectWithNotice(reply, routes, back(project.uid), { kind: 'error', text: error.message });
     }
   });
 }

@@ -10,8 +10,8 @@ import { createTemplate, deleteTemplate, getTemplate, listTemplates, updateTempl
 import type { Viewer } from '../../operations/users.ts';
 import type { Project, Template } from '../../operations/context.ts';
 import { html, type SafeHtml } from '../html.ts';
-import { csrfField, notice, page, projectPicker } from '../layout.ts';
-import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
+import { csrfField, notice, page, postNotice, projectPicker } from '../layout.ts';
+import { formOf, queryOf, redirectWithNotice, sendPage, takeNotice, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { framePolicy } from './messages.ts';
 import { pickProject } from './common.ts';
 
@@ -27,14 +27,17 @@ function inputOf(form: Record<string, string>): TemplateInput {
   return input;
 }
 
-function sampleVariables(text: string | undefined): Record<string, unknown> {
-  if (!text || text.trim() === '') return {};
+/** The preview's sample variables: a JSON object, or the error shown beside the field. */
+function sampleVariables(text: string | undefined): { variables: Record<string, unknown>; error: string | null } {
+  if (!text || text.trim() === '') return { variables: {}, error: null };
+  let parsed: unknown;
   try {
-    const parsed = JSON.parse(text) as unknown;
-    return parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {};
-  } catch {
-    return {};
+    parsed = JSON.parse(text);
+  } catch (error) {
+    return { variables: {}, error: `The sample variables are not a JSON object: ${(error as Error).message}.` };
   }
+  if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return { variables: parsed as Record<string, unknown>, error: null };
+  return { variables: {}, error: 'The sample variables are not a JSON object: write them as {"name": "value"}.' };
 }
 
 /** Which field an operation's error is about, when it names one ("argument "subject" ..."). */
@@ -58,7 +61,7 @@ ${csrfField(viewer)}<input type="hidden" name="project" value="${project.uid}">
 ${slug === null ? html`<div class="field"><label for="t-slug">Slug</label><input id="t-slug" name="slug" required value="${values.slug ?? ''}" pattern="[A-Za-z0-9_.\\-]+"${describedBy('slug')}>${err('slug')}</div>` : ''}
 ${input('name', 'Name')}${input('subject', 'Subject')}${input('from', 'From')}${input('parent', 'Layout (parent template slug)')}
 ${area('html', 'HTML part', 12)}${area('text', 'Text part', 6)}${area('css', 'CSS', 4)}
-<div class="field wide"><label for="t-variables">Sample variables (JSON object, preview only)</label><textarea id="t-variables" name="variables" rows="3" spellcheck="false">${values.variables ?? '{"name": "Ada"}'}</textarea></div>
+<div class="field wide"><label for="t-variables">Sample variables (JSON object, preview only)</label><textarea id="t-variables" name="variables" rows="3" spellcheck="false"${describedBy('variables')}>${values.variables ?? '{"name": "Ada"}'}</textarea>${err('variables')}</div>
 ${errors.template ? notice('error', errors.template) : ''}
 <div class="actions"><button type="submit">Save</button>
 <button type="submit" formaction="/templates/~preview" formtarget="preview" id="preview-button" class="secondary">Preview</button></div>
@@ -84,15 +87,17 @@ function templateValues(t: Template): Record<string, string> {
   };
 }
 
-export function installTemplatePages(app: FastifyInstance, { services }: DashboardRoutes): void {
+export function installTemplatePages(app: FastifyInstance, routes: DashboardRoutes): void {
+  const { services } = routes;
   app.get('/templates', async (request, reply) => {
     const viewer = viewerOf(request);
     const q = queryOf(request);
+    const shown = takeNotice(request, reply);
     const { projects, project } = await pickProject(services, viewer, q.project);
     const { templates } = await listTemplates(services, { caller: callerFor(viewer, project), projectUid: undefined });
     const p = encodeURIComponent(project.uid);
     const body = html`${projectPicker(projects, project, '/templates')}
-${q.saved ? notice('ok', `Template ${q.saved} saved.`) : ''}${q.deleted ? notice('ok', `Template ${q.deleted} deleted.`) : ''}
+${postNotice(shown)}
 <p><a class="button" href="/templates/~new?project=${p}">New template</a></p>
 <table><thead><tr><th scope="col">Slug</th><th scope="col">Name</th><th scope="col">Subject</th><th scope="col">Layout</th><th scope="col">Updated</th></tr></thead>
 <tbody>${templates.map(
@@ -132,7 +137,7 @@ ${q.saved ? notice('ok', `Template ${q.saved} saved.`) : ''}${q.deleted ? notice
       const title = slug === null ? 'New template' : `Template ${slug}`;
       return sendPage(reply, page(title, { viewer, section: 'templates', scripts: ['preview.js'] }, editor(viewer, project, slug, form, { [field]: error.message })), error.httpCode);
     }
-    return reply.redirect(`/templates?project=${encodeURIComponent(project.uid)}&saved=${encodeURIComponent(name)}`, 303);
+    return redirectWithNotice(reply, routes, `/templates?project=${encodeURIComponent(project.uid)}`, { kind: 'ok', text: `Template ${name} saved.` });
   };
   app.post('/templates', (request, reply) => save(request, reply, null));
   app.post('/templates/:slug', (request, reply) => save(request, reply, (request.params as { slug: string }).slug));
@@ -142,14 +147,16 @@ ${q.saved ? notice('ok', `Template ${q.saved} saved.`) : ''}${q.deleted ? notice
     const { project } = await pickProject(services, viewer, formOf(request).project);
     const slug = (request.params as { slug: string }).slug;
     await deleteTemplate(services, { caller: callerFor(viewer, project), projectUid: undefined }, slug);
-    return reply.redirect(`/templates?project=${encodeURIComponent(project.uid)}&deleted=${encodeURIComponent(slug)}`, 303);
+    return redirectWithNotice(reply, routes, `/templates?project=${encodeURIComponent(project.uid)}`, { kind: 'ok', text: `Template ${slug} deleted.` });
   });
 
   const preview = async (request: FastifyRequest) => {
     const viewer = viewerOf(request);
     const form = formOf(request);
     const { project } = await pickProject(services, viewer, form.project);
-    return previewTemplate(services, project, { template: inputOf(form), variables: sampleVariables(form.variables) });
+    const sample = sampleVariables(form.variables);
+    const result = await previewTemplate(services, project, { template: inputOf(form), variables: sample.variables });
+    return sample.error === null ? result : { ...result, errors: { ...result.errors, variables: sample.error } };
   };
 
   // Into the sandboxed frame: the HTML part as it would be sent, under the message frame's policy.

@@ -3,18 +3,19 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
 import { createUser, listAccountUsers, listViewerProjects } from '../../operations/users.ts';
-import { formatTime, html, queryString } from '../html.ts';
-import { csrfField, notice, page } from '../layout.ts';
-import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
+import { formatTime, html } from '../html.ts';
+import { csrfField, notice, page, postNotice } from '../layout.ts';
+import { formOf, redirectWithNotice, sendPage, takeNotice, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { requireAccountUser } from './common.ts';
 
-export function installUserPages(app: FastifyInstance, { services }: DashboardRoutes): void {
+export function installUserPages(app: FastifyInstance, routes: DashboardRoutes): void {
+  const { services } = routes;
   app.get('/users', async (request, reply) => {
     const viewer = viewerOf(request);
     requireAccountUser(viewer);
-    const q = queryOf(request);
+    const shown = takeNotice(request, reply);
     const [users, projects] = await Promise.all([listAccountUsers(services, viewer), listViewerProjects(services, viewer)]);
-    const body = html`${q.error ? notice('error', q.error) : ''}
+    const body = html`${postNotice(shown)}
 <form method="post" action="/users" class="card">${csrfField(viewer)}
 <label for="u-email">Add a user: email</label><input id="u-email" name="email" type="email" required>
 <label for="u-project">Sees</label><select id="u-project" name="project"><option value="">every project of the account</option>${projects.map((p) => html`<option value="${p.uid}">only ${p.name}</option>`)}</select>
@@ -38,7 +39,7 @@ ${users.map((u) => html`<tr><td>${u.user.email}</td><td>${u.projectUid ?? 'every
       return sendPage(reply, page('New user', { viewer, section: 'users' }, body));
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
-      return reply.redirect(`/users${queryString({ error: error.message.slice(0, 500) })}`, 303);
+      return redirectWithNotice(reply, routes, '/users', { kind: 'error', text: error.message });
     }
   });
 }

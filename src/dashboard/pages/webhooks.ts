@@ -1,28 +1,29 @@
 // Webhook endpoints with their recent deliveries, retry of failed ones, and secret rotation (the
 // new secret shown once). Account users only.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
 import { createWebhook, listDeliveries, listWebhooks, retryDeliveries, rotateWebhookSecret, WEBHOOK_EVENTS, type WebhookEvent } from '../../operations/webhooks.ts';
 import { listViewerProjects } from '../../operations/users.ts';
-import { formatTime, html, queryString } from '../html.ts';
-import { csrfField, notice, page } from '../layout.ts';
-import { formOf, queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
+import { formatTime, html } from '../html.ts';
+import { csrfField, page, postNotice } from '../layout.ts';
+import { formOf, redirectWithNotice, sendPage, takeNotice, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { requireAccountUser } from './common.ts';
 
 const RECENT_DELIVERIES = 50;
 
-export function installWebhookPages(app: FastifyInstance, { services }: DashboardRoutes): void {
+export function installWebhookPages(app: FastifyInstance, routes: DashboardRoutes): void {
+  const { services } = routes;
   app.get('/webhooks', async (request, reply) => {
     const viewer = viewerOf(request);
     requireAccountUser(viewer);
-    const q = queryOf(request);
+    const shown = takeNotice(request, reply);
     const [hooks, deliveries, projects] = await Promise.all([
       listWebhooks(services, viewer.account),
       listDeliveries(services, viewer.account, { kind: 'webhook', limit: RECENT_DELIVERIES }),
       listViewerProjects(services, viewer),
     ]);
     const csrf = csrfField(viewer);
-    const body = html`${q.error ? notice('error', q.error) : ''}${q.done ? notice('ok', q.done) : ''}
+    const body = html`${postNotice(shown)}
 <form method="post" action="/webhooks" class="card">${csrf}
 <label for="w-url">Endpoint URL</label><input id="w-url" name="url" type="url" required placeholder="https://example.com/hooks/posthorn">
 <label for="w-project">Project</label><select id="w-project" name="project"><option value="">every project</option>${projects.map((p) => html`<option value="${p.uid}">${p.name}</option>`)}</select>
@@ -43,9 +44,9 @@ ${deliveries.length === 0 ? html`<tr><td colspan="7" class="empty">No delivery y
     return sendPage(reply, page('Webhooks', { viewer, section: 'webhooks' }, body));
   });
 
-  const fail = (error: unknown) => {
+  const fail = (reply: FastifyReply, error: unknown) => {
     if (!(error instanceof ApiError)) throw error;
-    return `/webhooks${queryString({ error: error.message.slice(0, 500) })}`;
+    return redirectWithNotice(reply, routes, '/webhooks', { kind: 'error', text: error.message });
   };
 
   app.post('/webhooks', async (request, reply) => {
@@ -57,7 +58,7 @@ ${deliveries.length === 0 ? html`<tr><td colspan="7" class="empty">No delivery y
       const created = await createWebhook(services, viewer.account, { url: form.url ?? '', events: events.length ? events : undefined, projectUid: form.project || undefined });
       return sendPage(reply, secretShown(viewer, created.webhook.url, created.secret));
     } catch (error) {
-      return reply.redirect(fail(error), 303);
+      return fail(reply, error);
     }
   });
 
@@ -68,7 +69,7 @@ ${deliveries.length === 0 ? html`<tr><td colspan="7" class="empty">No delivery y
       const rotated = await rotateWebhookSecret(services, viewer.account, (request.params as { uid: string }).uid);
       return sendPage(reply, secretShown(viewer, rotated.webhook.url, rotated.secret));
     } catch (error) {
-      return reply.redirect(fail(error), 303);
+      return fail(reply, error);
     }
   });
 
@@ -77,7 +78,7 @@ ${deliveries.length === 0 ? html`<tr><td colspan="7" class="empty">No delivery y
     requireAccountUser(viewer);
     const id = Number((request.params as { id: string }).id);
     const count = Number.isSafeInteger(id) ? await retryDeliveries(services, viewer.account, [id]) : 0;
-    return reply.redirect(`/webhooks${queryString(count ? { done: 'Delivery queued again.' } : { error: 'Only a failed delivery can be retried.' })}`, 303);
+    return redirectWithNotice(reply, routes, '/webhooks', count ? { kind: 'ok', text: 'Delivery queued again.' } : { kind: 'error', text: 'Only a failed delivery can be retried.' });
   });
 }
 
