@@ -100,12 +100,12 @@ describe('the content of a message submitted over SMTP', () => {
   it('the dashboard\'s message page shows the same, the HTML only in the sandboxed frame, its script inert', async () => {
     const page = await client.get(`/messages/${shopId}`);
     assert.equal(page.status, 200);
-    assert.match(page.text, /<dt>Message-ID<\/dt><dd><code>&lt;order-77@shop\.example&gt;<\/code><\/dd>/);
+    assert.match(page.text, /<dt>Message-ID<\/dt><dd><code><bdi>&lt;order-77@shop\.example&gt;<\/bdi><\/code><\/dd>/);
     assert.ok(page.text.includes('Order ☃ 77 shipped'));
     assert.ok(page.text.includes('Shöp Team'));
     assert.ok(page.text.includes('Your order has shipped.\nThank you, &lt;b&gt;reader&lt;/b&gt;.'), 'the text part, escaped');
-    assert.match(page.text, /<span class="filename">invoice\.pdf<\/span> <small>application\/pdf, 1234 bytes<\/small>/);
-    assert.match(page.text, /<th scope="row">X-Order<\/th><td>77<\/td>/);
+    assert.match(page.text, /<span class="filename"><bdi>invoice\.pdf<\/bdi><\/span> <small><bdi>application\/pdf<\/bdi>, 1234 bytes<\/small>/);
+    assert.match(page.text, /<th scope="row"><bdi>X-Order<\/bdi><\/th><td><bdi>77<\/bdi><\/td>/);
     assert.ok(!page.text.includes(SCRIPT), 'the markup never reaches the page itself');
     assert.match(page.text, new RegExp(`<iframe[^>]* sandbox src="/messages/${shopId}/html"`));
 
@@ -135,7 +135,7 @@ describe('the content of a message submitted over SMTP', () => {
     assert.deepEqual(m.attachments, []);
     const page = await client.get(`/messages/${id}`);
     assert.equal(page.status, 200);
-    assert.ok(page.text.includes(`<dt>Message-ID</dt><dd><code>${written.replace('<', '&lt;').replace('>', '&gt;')}</code></dd>`), 'the delivered Message-ID');
+    assert.ok(page.text.includes(`<dt>Message-ID</dt><dd><code><bdi>${written.replace('<', '&lt;').replace('>', '&gt;')}</bdi></code></dd>`), 'the delivered Message-ID');
   });
 
   it('broken MIME shows its header fields and no parts, never an error', async () => {
@@ -153,7 +153,7 @@ describe('the content of a message submitted over SMTP', () => {
     assert.deepEqual(m.attachments, []);
     const page = await client.get(`/messages/${id}`);
     assert.equal(page.status, 200);
-    assert.ok(page.text.includes('<code>&lt;broken-1@shop.example&gt;</code>'));
+    assert.ok(page.text.includes('<code><bdi>&lt;broken-1@shop.example&gt;</bdi></code>'));
     const frame = await client.get(`/messages/${id}/html`);
     assert.equal(frame.status, 200);
     assert.equal(frame.text, '');
