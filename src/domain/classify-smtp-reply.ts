@@ -95,9 +95,20 @@ export function oneLine(text: string): string {
 
 /** Splits "250 2.0.0 Ok: queued" into code and text; null code when the line has none. */
 export function splitReply(reply: string): { code: number | null; text: string } {
-  const m = /^([2-5]\d\d)[ -]?(.*)$/s.exec(reply.trim());
+  const m = /^([2-5]\d\d)[ -]?(.*)$/s.exec(utf8Reply(reply).trim());
   if (!m) return { code: null, text: reply.trim() };
   // Multi-line replies: drop the repeated code prefix of continuation lines.
   const text = m[2].replace(/(\r?\n)[2-5]\d\d[ -]/g, '$1');
   return { code: Number(m[1]), text };
+}
+
+/**
+ * A reply as its bytes say in UTF-8: Nodemailer reads replies one byte per character (latin1), so a
+ * server's UTF-8 text (RFC 6531 allows it; localised servers send it) arrives as mojibake. Text
+ * that is not valid UTF-8 stays as read; ASCII, the usual reply, costs one regex test.
+ */
+function utf8Reply(reply: string): string {
+  if (!/[\x80-\xff]/.test(reply) || /[^\x00-\xff]/.test(reply)) return reply;
+  const decoded = Buffer.from(reply, 'latin1').toString('utf8');
+  return decoded.includes('\ufffd') ? reply : decoded;
 }

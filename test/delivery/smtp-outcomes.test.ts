@@ -23,7 +23,8 @@ describe('delivery outcomes against scripted SMTP servers', () => {
     // One peer per behaviour, each behind its own domain in the transport map.
     ok = await startSmtpPeer({ acceptText: (n) => `2.0.0 Ok: queued as Q${n}` });
     const rcpt550 = await startSmtpPeer({ rcpt: () => reply(550, '5.1.1 <x>: Recipient address rejected: User unknown') });
-    const data550 = await startSmtpPeer({ data: () => reply(554, '5.7.1 Message rejected as spam') });
+    // A reply text in UTF-8, as servers localised for their users send them.
+    const data550 = await startSmtpPeer({ data: () => reply(554, '5.7.1 Message rejected as spam — Nachricht als Spam abgelehnt ✉') });
     const temp451 = await startSmtpPeer({ rcpt: () => reply(451, '4.7.1 Greylisted, try again later') });
     const greet421 = await startSmtpPeer({ connect: () => reply(421, '4.3.2 Too busy, come back later') });
     const drop = await startSmtpPeer({ data: () => 'drop' });
@@ -201,7 +202,8 @@ describe('delivery outcomes against scripted SMTP servers', () => {
     const t = await h.transmission('reader@data550.test');
     assert.equal(t.status, 'failed');
     assert.equal(t.result_code, 'SMTP_554');
-    assert.match(t.result_message, /spam/);
+    // The reply text is read as UTF-8, not byte by byte.
+    assert.match(t.result_message, /spam — Nachricht als Spam abgelehnt ✉/);
     assert.equal(await findActiveSuppression(h.t.app.services.store.db, h.seed.projectId, 'reader@data550.test', clock.now()), undefined);
     assert.ok((await h.events('failed')).some((e) => e.payload.transmission_id === t.id));
   });

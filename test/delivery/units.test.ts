@@ -32,6 +32,10 @@ describe('classifySmtpReply', () => {
     assert.equal(c(550, 'rcpt', 'y'.repeat(2000)).resultMessage.length, 500);
     assert.deepEqual(splitReply('250-first\r\n250 2.0.0 second'), { code: 250, text: 'first\r\n2.0.0 second' });
     assert.deepEqual(splitReply('no code'), { code: null, text: 'no code' });
+    // Read one byte per character by Nodemailer: UTF-8 text is decoded, other 8-bit text kept as read.
+    assert.deepEqual(splitReply(Buffer.from('550 5.1.1 Empfänger unbekannt ✉', 'utf8').toString('latin1')), { code: 550, text: '5.1.1 Empfänger unbekannt ✉' });
+    assert.deepEqual(splitReply('550 caf\xe9 ferm\xe9'), { code: 550, text: 'caf\xe9 ferm\xe9' });
+    assert.deepEqual(splitReply('550 déjà ✉'), { code: 550, text: 'déjà ✉' });
   });
 });
 
