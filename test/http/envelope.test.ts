@@ -123,6 +123,12 @@ describe('HTTP transport and envelope', () => {
     const other = await t.post('/somewhere', '{}');
     assert.equal(other.status, 404);
     assert.equal(other.body.response.status, 'not_found');
+    // An error echoes what it was given (here the path): a browser must never read it as a page.
+    const echoed = await fetch(t.url + '/%3Cscript%3Ealert(1)%3C%2Fscript%3E');
+    assert.equal(echoed.status, 404);
+    assert.equal(echoed.headers.get('content-type'), 'application/json; charset=utf-8');
+    assert.equal(echoed.headers.get('x-content-type-options'), 'nosniff');
+    assert.equal(get.headers.get('x-content-type-options'), 'nosniff');
   });
 
   it('answers 423 locked while the account is disabled, and works again once enabled', async () => {

@@ -53,8 +53,10 @@ export function apiErrorOf(error: unknown): ApiError {
 export function sendError(reply: FastifyReply, uid: Json | undefined, error: unknown): FastifyReply {
   const known = apiErrorOf(error);
   if (known instanceof RetryLaterError) reply.header('retry-after', String(known.retryAfterSeconds));
+  // nosniff: an error may echo what it was given (a path, a uid), and must never be read as a page.
   return reply
     .code(known.httpCode)
     .header('content-type', 'application/json; charset=utf-8')
+    .header('x-content-type-options', 'nosniff')
     .send(JSON.stringify({ response: { status: known.status, uid: uid ?? null, message: known.message } }));
 }
