@@ -93,6 +93,21 @@ describe('suppression list', () => {
     assert.ok('single@example.com' in shown.body.data, JSON.stringify(shown.body.data));
   });
 
+  it('an internationalised domain is one address in either form: a bounce under its ASCII form suppresses the form written', async () => {
+    // A DSN names the recipient as the remote server saw it: the domain in its ASCII (A-label) form.
+    await record({ address: 'carl@xn--bcher-kva.example', kind: 'hard' });
+    assert.ok(await active('carl@bücher.example'));
+    assert.ok(await active('carl@XN--BCHER-KVA.example'));
+    const manual = await call('add_to_suppression_list', { address: 'dora@BÜCHER.example' });
+    assert.equal(manual.status, 200, JSON.stringify(manual.body));
+    assert.ok('dora@bücher.example' in manual.body.data.suppression_list, JSON.stringify(manual.body.data));
+    assert.ok(await active('dora@xn--bcher-kva.example'));
+    const removed = await call('remove_from_suppression_list', { addresses: ['carl@bücher.example', 'dora@xn--bcher-kva.example'] });
+    assert.equal(removed.status, 200, JSON.stringify(removed.body));
+    assert.equal(await active('carl@xn--bcher-kva.example'), undefined);
+    assert.equal(await active('dora@bücher.example'), undefined);
+  });
+
   it('remove_from_suppression_list removes any kind of entry and says what was not there', async () => {
     const r = await call('remove_from_suppression_list', { addresses: ['manual@EXAMPLE.com'.replace('manual', 'Manual'), 'hard@example.com', 'never@example.com'] });
     assert.equal(r.status, 200, JSON.stringify(r.body));
