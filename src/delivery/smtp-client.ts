@@ -171,7 +171,9 @@ export class SmtpClient {
       port: d.port,
       secure: d.secure,
       name: this.opts.ehloName,
-      requireTLS: verify && !d.secure,
+      // Credentials never travel in clear: with them, a server that does not offer STARTTLS gets
+      // no AUTH (the attempt defers with TLS_REQUIRED), as Postfix's noplaintext default does.
+      requireTLS: (verify || d.auth !== null) && !d.secure,
       ignoreTLS: plain,
       tls: {
         rejectUnauthorized: verify,

@@ -137,6 +137,19 @@ describe('relay mode', () => {
     assert.equal((await h.attempts((await h.transmission('a@one.example')).id))[0].mx_host, '127.0.0.1');
   });
 
+  it('never sends the credentials in clear: a relay that does not offer STARTTLS gets no AUTH and the mail defers', async () => {
+    const peer = await startSmtpPeer({ starttls: false, auth: { user: 'relayuser', pass: 'pw' } });
+    peers.push(peer);
+    const h = await relayTo(peer, 'smtp://relayuser:pw@127.0.0.1:PORT');
+    await h.send(simpleMessage('e@five.example'));
+    assert.equal(await h.drain(), 1);
+    const t = await h.transmission('e@five.example');
+    assert.equal(t.status, 'retry');
+    assert.equal(t.result_code, 'TLS_REQUIRED');
+    assert.equal(peer.received.length, 0);
+    assert.ok(peer.connectionCount >= 1, 'the relay was reached');
+  });
+
   it('speaks implicit TLS to an smtps:// relay', async () => {
     const peer = await startSmtpPeer({ secure: true, auth: { user: 'u', pass: 'p' } });
     peers.push(peer);
