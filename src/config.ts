@@ -6,10 +6,13 @@
 // before anything starts (docs/configuration.md, "Validation"): numbers and their ranges (a port
 // is 0-65535, a timeout is positive), durations, the retry schedule, enumerations, URLs, and the
 // forms of DATABASE_URL. Keep this module light: `posthorn help` loads it.
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { parseRetrySchedule } from './domain/retry-policy.ts';
 import { isPostgresUrl } from './domain/database-url.ts';
+import { parseRelayUrl, parseTransportMap } from './delivery/routes.ts';
+import { parseRateLimit } from './domain/rate-limit.ts';
 
 /** string | int (whole number, with min/max) | port (0-65535) | bool | list (repeatable, comma-separated) */
 type Kind = 'string' | 'int' | 'port' | 'bool' | 'list';
@@ -131,7 +134,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'leaseMs', flag: 'lease-ms', env: 'POSTHORN_LEASE_MS', kind: 'int', doc: 'How long a claimed transmission stays locked to its worker (default 300000).', min: 1 },
   { key: 'pollMs', flag: 'poll-ms', env: 'POSTHORN_POLL_MS', kind: 'int', doc: 'Idle delivery poll interval (default 1000).', min: 1 },
   { key: 'relay', flag: 'relay', env: 'POSTHORN_RELAY', kind: 'string', doc: 'smtp://user:pass@host:port or smtps://...: send every message through this smarthost.', check: checkRelayUrl },
-  { key: 'transportMap', flag: 'transport-map', env: 'POSTHORN_TRANSPORT_MAP', kind: 'list', doc: 'domain=host:port, repeatable (or comma-separated in the env): route a recipient domain to a fixed server.' },
+  { key: 'transportMap', flag: 'transport-map', env: 'POSTHORN_TRANSPORT_MAP', kind: 'list', doc: 'domain=host:port, repeatable (or comma-separated in the env): route a recipient domain to a fixed server.', check: (v: string[]) => parsedBy(parseTransportMap, v) },
   { key: 'dnsServers', flag: 'dns-server', env: 'POSTHORN_DNS_SERVERS', kind: 'list', doc: 'DNS server ip[:port] for MX lookups, repeatable (default: the system resolvers).', check: checkDnsServers },
   { key: 'ehloName', flag: 'ehlo-name', env: 'POSTHORN_EHLO_NAME', kind: 'string', doc: 'Name sent in EHLO (default: --mailer-host).' },
   { key: 'requireTls', flag: 'require-tls', env: 'POSTHORN_REQUIRE_TLS', kind: 'bool', doc: 'Require STARTTLS with a verified certificate on every delivery (default: opportunistic TLS).' },
@@ -175,7 +178,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'accessLog', flag: 'access-log', env: 'POSTHORN_ACCESS_LOG', kind: 'bool', doc: 'Log one line per HTTP request (method, path, status, duration, request id; never bodies or keys) (default false).' },
   { key: 'logAddresses', flag: 'log-addresses', env: 'POSTHORN_LOG_ADDRESSES', kind: 'bool', doc: 'Name full recipient addresses in delivery log lines; by default only their domain is logged (default false).' },
   { key: 'retentionDays', flag: 'retention-days', env: 'POSTHORN_RETENTION_DAYS', kind: 'int', doc: 'Days messages, their transmissions, attempts, events and outbound requests are kept before the purge deletes them; a project\'s retention_days setting overrides it; 0 keeps everything (default 90).' },
-  { key: 'rateLimitPerKey', flag: 'rate-limit-per-key', env: 'POSTHORN_RATE_LIMIT_PER_KEY', kind: 'string', doc: 'Requests per API key, "N/window" such as "600/1m" or "20/s"; over it the API answers 429 too_many_requests with Retry-After (default off). Shared by the processes of one serve (each tells the others what it took every 50 ms); separate services on one PostgreSQL count each their own.' },
+  { key: 'rateLimitPerKey', flag: 'rate-limit-per-key', env: 'POSTHORN_RATE_LIMIT_PER_KEY', kind: 'string', check: (v: string) => parsedBy(parseRateLimit, v), doc: 'Requests per API key, "N/window" such as "600/1m" or "20/s"; over it the API answers 429 too_many_requests with Retry-After (default off). Shared by the processes of one serve (each tells the others what it took every 50 ms); separate services on one PostgreSQL count each their own.' },
 ];
 
 const ROLES = ['all', 'api', 'worker'];
@@ -213,11 +216,25 @@ function checkHttpUrl(url: string): string | null {
 function checkRelayUrl(url: string): string | null {
   try {
     const parsed = new URL(url);
-    if ((parsed.protocol === 'smtp:' || parsed.protocol === 'smtps:') && parsed.hostname) return null;
+    if ((parsed.protocol === 'smtp:' || parsed.protocol === 'smtps:') && parsed.hostname) return parsedBy(parseRelayUrl, url);
   } catch {
     // reported below
   }
   return `must be a URL like smtp://user:pass@host:587 or smtps://host:465, got "${redactUrl(url)}"`;
+}
+
+/**
+ * The problem the parser its feature reads a value with finds in it, or null: checked here, before
+ * anything starts, not when that feature starts (docs/configuration.md, "Validation"). Its message
+ * names the option itself; the label is put in front of what follows it.
+ */
+function parsedBy<T>(parse: (value: T) => unknown, value: T): string | null {
+  try {
+    parse(value);
+    return null;
+  } catch (error) {
+    return String((error as Error).message).replace(/^--[a-z-]+ /, '');
+  }
 }
 
 function checkDnsServers(servers: string[]): string | null {
@@ -384,9 +401,18 @@ export function parseConfig(
   config.submissionTlsKey ??= config.tlsKey;
   if ((config.submissionTlsCert === null) !== (config.submissionTlsKey === null)) throw new ConfigError('--submission-tls-cert and --submission-tls-key go together');
   if (config.submissionTlsPort !== null && config.submissionTlsCert === null) throw new ConfigError('--submission-tls-port needs a certificate (--submission-tls-cert or --tls-cert)');
+  // Passwords (API keys) in clear only on this machine's own addresses (docs/smtp-submission.md).
+  if (config.submissionPort !== null && config.submissionTlsCert === null && !config.submissionAllowPlaintext && !isLoopback(config.submissionHost)) {
+    throw new ConfigError(`--submission-port on ${config.submissionHost} needs a certificate (--submission-tls-cert or --tls-cert), or --submission-allow-plaintext`);
+  }
   config.publicUrl ??= `${config.tlsCert ? 'https' : 'http'}://${config.host}:${config.port}`;
   config.publicUrl = config.publicUrl.replace(/\/+$/, '');
   return Object.freeze(config);
+}
+
+/** A loopback host: an address or name of this machine alone. */
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || (net.isIPv4(host) && host.startsWith('127.'));
 }
 
 /** Old names still accepted, with a warning: the bounce listener's options before SMTP submission existed. */

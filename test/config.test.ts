@@ -61,6 +61,18 @@ describe('configuration', () => {
     assert.equal(config(['--relay', 'smtps://u:p@relay.example.com:465']).relay, 'smtps://u:p@relay.example.com:465');
     assert.throws(() => config(['--dns-server', 'dns.example.com']), /--dns-server takes an IP address/);
     assert.deepEqual(config(['--dns-server', '127.0.0.1:5353', '--dns-server', '[::1]:53']).dnsServers, ['127.0.0.1:5353', '[::1]:53']);
+    // Checked here by the parsers of the features that read them, before anything starts.
+    assert.throws(() => config(['--transport-map', 'foo']), /--transport-map entries look like example\.com=127\.0\.0\.1:2525, got "foo"/);
+    assert.throws(() => config(['--transport-map', '*=127.0.0.1:notaport']), /--transport-map target must be host\[:port\]/);
+    assert.throws(() => config([], { POSTHORN_TRANSPORT_MAP: 'a=b:c' }), /POSTHORN_TRANSPORT_MAP|--transport-map/);
+    assert.deepEqual(config(['--transport-map', 'example.test=127.0.0.1:2525']).transportMap, ['example.test=127.0.0.1:2525']);
+    assert.throws(() => config(['--rate-limit-per-key', 'lots']), /--rate-limit-per-key must be "N\/window"/);
+    assert.equal(config(['--rate-limit-per-key', '600/1m']).rateLimitPerKey, '600/1m');
+    assert.throws(() => config(['--relay', 'smtp://u:secret@h%zz']), (e: Error) => /--relay host must be a host name/.test(e.message) && !e.message.includes('secret'));
+    // SMTP submission without a certificate: only on a loopback address, unless plaintext is allowed.
+    assert.throws(() => config(['--submission-port', '2587', '--submission-host', '0.0.0.0']), /--submission-port on 0\.0\.0\.0 needs a certificate/);
+    assert.equal(config(['--submission-port', '2587', '--submission-host', '0.0.0.0', '--submission-allow-plaintext']).submissionPort, 2587);
+    assert.equal(config(['--submission-port', '2587', '--submission-host', '127.0.0.1']).submissionPort, 2587);
   });
 
   it('takes DATABASE_URL as postgres://, postgresql:// or sqlite: with an absolute path, and refuses anything else in one line', () => {

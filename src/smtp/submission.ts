@@ -23,6 +23,7 @@ import { authenticate } from '../operations/authenticate.ts';
 import type { ProjectCaller } from '../operations/context.ts';
 import { takeKeyToken } from '../operations/rate-limits.ts';
 import { submitMessage, SubmissionRefused } from '../operations/submit-message.ts';
+import { isLoopback } from '../config.ts';
 
 /** Failed AUTH attempts allowed per client address per window before it is turned away. */
 export const MAX_AUTH_FAILURES = 10;
@@ -343,8 +344,4 @@ export function findBareLineEndDot(raw: Buffer): number {
     const cleanAfter = after === 0x0d && raw[i + 2] === 0x0a;
     if (!cleanBefore || !cleanAfter) return i;
   }
-}
-
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || (net.isIPv4(host) && host.startsWith('127.'));
 }

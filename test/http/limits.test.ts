@@ -7,7 +7,8 @@ import { StoreUnavailableError } from '../../src/domain/errors.ts';
 import { MAX_ARGUMENT_DEPTH, MAX_ARRAY_ITEMS } from '../../src/http/api/argument-policy.ts';
 import { apiErrorOf } from '../../src/http/api/envelope.ts';
 import { ALL_METHODS } from '../../src/http/api/methods/index.ts';
-import { parseRateLimit, shareKeyTokens, takeKeyTokensTakenElsewhere } from '../../src/operations/rate-limits.ts';
+import { parseRateLimit } from '../../src/domain/rate-limit.ts';
+import { shareKeyTokens, takeKeyTokensTakenElsewhere } from '../../src/operations/rate-limits.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 
 const NUL = '\u0000';

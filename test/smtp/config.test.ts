@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError, parseArgv, parseConfig } from '../../src/config.ts';
-import { findBareLineEndDot, isLoopback, SubmissionListener } from '../../src/smtp/submission.ts';
+import { isLoopback } from '../../src/config.ts';
+import { findBareLineEndDot, SubmissionListener } from '../../src/smtp/submission.ts';
 import { startTestApp } from '../helpers/app.ts';
 
 const config = (argv: string[], env: NodeJS.ProcessEnv = {}) => parseConfig(parseArgv(argv).flags, env);

@@ -9,7 +9,7 @@ import { Args, type Json, type JsonObject } from '../../domain/args.ts';
 import { ApiError, callError, MESSAGES } from '../../domain/errors.ts';
 import { authenticate } from '../../operations/authenticate.ts';
 import type { Services } from '../../services.ts';
-import { parseRateLimit, takeKeyToken } from '../../operations/rate-limits.ts';
+import { takeKeyToken } from '../../operations/rate-limits.ts';
 import { checkArgumentPolicy } from './argument-policy.ts';
 import { decodeBody } from './body.ts';
 import { RetryLaterError, sendError, sendOk, storeUnavailableIn } from './envelope.ts';
@@ -28,9 +28,6 @@ declare module 'fastify' {
 export async function postageAppApi(app: FastifyInstance, opts: { services: Services }): Promise<void> {
   const { services } = opts;
   const { config } = services;
-  // A malformed --rate-limit-per-key stops start-up here rather than at the first request.
-  parseRateLimit(config.rateLimitPerKey);
-
   // Every body is read as bytes: UTF-8 and JSON are checked by us, whatever the Content-Type
   // (v1.1 clients send JSON as application/x-www-form-urlencoded).
   app.removeAllContentTypeParsers();
