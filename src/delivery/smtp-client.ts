@@ -17,6 +17,7 @@
 // "verify"), otherwise the attempt is deferred with TLS_REQUIRED / TLS_FAILED. A failed STARTTLS
 // handshake in opportunistic mode is retried in plain text (see send()).
 import nodemailer, { type Transporter } from 'nodemailer';
+import PoolResource from 'nodemailer/lib/smtp-pool/pool-resource.js';
 import net from 'node:net';
 import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
@@ -102,6 +103,7 @@ export class SmtpClient {
 
   constructor(private readonly opts: SmtpClientOptions) {
     installSmtpPipelining();
+    releaseFailedConnects();
     this.total = new Semaphore(Math.max(1, opts.maxConnections));
     this.sweeper = setInterval(() => this.closeIdlePools(), POOL_IDLE_MS / 2);
     this.sweeper.unref();
@@ -244,6 +246,36 @@ export class SmtpClient {
  */
 type ConnectOptions = { host?: string; port: number; connectionTimeout?: number };
 type ConnectCallback = (error: Error | null, socketOptions?: { connection: net.Socket }) => void;
+
+/**
+ * Nodemailer's pool (7.0) keeps a connection whose getSocket reported an error in its list, busy,
+ * for good: its pool resource calls back with the error but never emits it, and the error event is
+ * how the pool lets go of a connection. Each refused or timed-out connect so took one of the
+ * destination's connection slots; after maxConnections of them, every later message to it waited
+ * forever, holding a delivery slot (and, soon, all of them). Installed once: the resource emits the
+ * error, as it does for an error of its own connect; the pool then removes it, answers its message
+ * with the error, and goes on with the queue.
+ */
+function releaseFailedConnects(): void {
+  const proto = PoolResource.prototype as unknown as Record<string | symbol, unknown>;
+  if (proto[RELEASE_MARK]) return;
+  proto[RELEASE_MARK] = true;
+  const original = proto.connect as (this: PoolResource, callback: (err: Error | null) => void) => void;
+  proto.connect = function connectOrRelease(this: PoolResource, callback: (err: Error | null) => void): void {
+    let connected = false;
+    original.call(this, (err: Error | null) => {
+      // Only getSocket's errors come here before the resource has a connection of its own.
+      if (err && !connected && !(this as unknown as { connection?: unknown }).connection) {
+        connected = true;
+        this.emit('error', err);
+        return;
+      }
+      connected = true;
+      callback(err);
+    });
+  };
+}
+const RELEASE_MARK = Symbol.for('posthorn.pool-release-failed-connects');
 
 /** `onConnected`: told of every socket that connected (the open-connection count). */
 export function connectWithoutNagle(options: ConnectOptions, callback: ConnectCallback, onConnected?: (socket: net.Socket) => void): void {

@@ -236,6 +236,22 @@ describe('delivery outcomes against scripted SMTP servers', () => {
     });
   }
 
+  it('a destination that refuses connections more often than it has connection slots keeps answering: none waits for good', async () => {
+    // Ten slots per destination by default: every refused connect must give its slot back.
+    for (let i = 0; i < 13; i++) {
+      await h.send(simpleMessage(`again-${i}@refused.test`));
+      let timer: NodeJS.Timeout | undefined;
+      const bounded = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`attempt ${i + 1} to the refusing destination never finished`)), 10_000)));
+      try {
+        assert.equal(await Promise.race([h.worker.runOnce(), bounded]), 1);
+      } finally {
+        clearTimeout(timer);
+      }
+      const t = await h.transmission(`again-${i}@refused.test`);
+      assert.deepEqual([t.status, t.result_code], ['retry', 'CONNECTION_REFUSED']);
+    }
+  });
+
   it('the mid-DATA drop left no accepted copy, the stall none either', () => {
     assert.equal(peers[5].received.length, 0);
     assert.equal(peers[6].received.length, 0);
