@@ -31,6 +31,10 @@ const KEEP_OLD_BUILDS_MS = 3600_000;
 
 const allowTypeErrors = process.argv.includes('--allow-type-errors');
 const out = fs.mkdtempSync(path.join(ROOT, `${BUILD_PREFIX}${new Date().toISOString().replace(/[:.]/g, '-')}-`));
+// mkdtemp makes the directory 0700: readable by the user who built it alone. The service often runs
+// as another (deploy/posthorn.service's User=posthorn after a `sudo npm ci`; the Dockerfile's node):
+// the build is code, as readable as the rest of the checkout.
+fs.chmodSync(out, 0o755);
 
 const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 if (!fs.existsSync(tsc)) {

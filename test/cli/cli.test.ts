@@ -48,6 +48,8 @@ describe('posthorn CLI', () => {
     assert.doesNotMatch(bin, /tsx|register\(/);
     assert.ok(fs.existsSync(path.resolve('dist/main.js')), 'npm test builds dist/ first (scripts/build.js)');
     assert.ok(fs.readdirSync(path.resolve('dist/storage/migrations')).some((f) => /^\d{3}-.*\.js$/.test(f)), 'migrations compiled to .js');
+    // Readable by every user, as the rest of the checkout: the service may run as another user than the one who built it.
+    assert.equal(fs.statSync(fs.realpathSync(path.resolve('dist'))).mode & 0o755, 0o755, 'the build directory is 0755');
   });
 
   it('account create --json prints one JSON object with uid and api_key', () => {
