@@ -8,7 +8,8 @@
 // - 4xx anywhere: deferred; counts as a soft bounce when it came from the server after the session
 //   was established (MAIL, RCPT, DATA, the message), not when it is about the connection or our
 //   own credentials.
-// - 5xx on RCPT, or any 5xx whose text says the mailbox does not exist: failed, a hard bounce.
+// - 5xx on RCPT (unless its status is 5.7.x, a policy refusal: a blocked sender, a denied relay),
+//   or any 5xx whose text says the mailbox does not exist: failed, a hard bounce.
 // - Other 5xx (MAIL FROM, DATA, the message, the greeting): failed, not a bounce of the address
 //   (a content or policy rejection says nothing about whether the mailbox exists).
 // - 5xx on AUTH (relay credentials) and TLS that is required but missing or unverifiable: deferred.
@@ -59,6 +60,12 @@ const FAILURE_CODES: Record<SmtpFailure, string> = {
 /** What the server lacks for this message: permanent, as no retry gives it the extension. */
 const PERMANENT_FAILURES: ReadonlySet<SmtpFailure> = new Set(['no_smtputf8', 'no_8bitmime']);
 
+/**
+ * An RFC 3463 security or policy status (5.7.x: blocked, relay denied, rejected by policy): a
+ * refusal of the sender or the message, not a statement that the mailbox does not exist.
+ */
+const POLICY_STATUS = /^5\.7\.\d{1,3}\b/;
+
 /** Reply texts that mean the mailbox does not exist (RFC 3463 X.1.1/X.1.10 and common wordings). */
 const MAILBOX_UNKNOWN =
   /\b5\.1\.(1|10)\b|user unknown|unknown user|no such (user|mailbox|recipient)|mailbox (unavailable|not found|does not exist)|recipient (address )?(rejected|unknown|not found)|address rejected|does not exist|invalid recipient|unknown recipient|account (has been )?disabled/i;
@@ -80,7 +87,7 @@ export function classifySmtpReply(exchange: SmtpExchange): Classification {
   }
   if (code >= 500 && code < 600) {
     if (exchange.stage === 'auth') return { kind: 'deferred', resultCode, resultMessage: text, bounce: null };
-    const hard = exchange.stage === 'rcpt' || MAILBOX_UNKNOWN.test(text);
+    const hard = (exchange.stage === 'rcpt' && !POLICY_STATUS.test(text)) || MAILBOX_UNKNOWN.test(text);
     return { kind: 'failed', resultCode, resultMessage: text, bounce: hard ? 'hard' : null };
   }
   // 1xx/3xx as a final reply, or nonsense: the server broke the protocol.

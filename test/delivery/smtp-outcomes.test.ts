@@ -23,6 +23,7 @@ describe('delivery outcomes against scripted SMTP servers', () => {
     // One peer per behaviour, each behind its own domain in the transport map.
     ok = await startSmtpPeer({ acceptText: (n) => `2.0.0 Ok: queued as Q${n}` });
     const rcpt550 = await startSmtpPeer({ rcpt: () => reply(550, '5.1.1 <x>: Recipient address rejected: User unknown') });
+    const rcptPolicy = await startSmtpPeer({ rcpt: () => reply(554, '5.7.1 Message rejected due to policy') });
     // A reply text in UTF-8, as servers localised for their users send them.
     const data550 = await startSmtpPeer({ data: () => reply(554, '5.7.1 Message rejected as spam — Nachricht als Spam abgelehnt ✉') });
     const temp451 = await startSmtpPeer({ rcpt: () => reply(451, '4.7.1 Greylisted, try again later') });
@@ -34,6 +35,7 @@ describe('delivery outcomes against scripted SMTP servers', () => {
     refusedPort = closed.port;
     await closed.close(); // nothing listens there any more: connection refused
     peers.push(ok, rcpt550, data550, temp451, greet421, drop, stall, silent);
+    peers.push(rcptPolicy);
     clock = new ManualClock(T0);
     h = await startDeliveryHarness({
       clock,
@@ -43,6 +45,7 @@ describe('delivery outcomes against scripted SMTP servers', () => {
         transportMap: [
           ok.transportFor('ok.test'),
           rcpt550.transportFor('rcpt550.test'),
+          rcptPolicy.transportFor('policy.test'),
           data550.transportFor('data550.test'),
           temp451.transportFor('temp451.test'),
           greet421.transportFor('greet421.test'),
@@ -194,6 +197,15 @@ describe('delivery outcomes against scripted SMTP servers', () => {
     assert.match(t.result_message, /suppression list/);
     assert.equal(peer.connectionCount, before, 'no connection was made');
     assert.equal((await h.attempts(t.id))[0].mx_host, null);
+  });
+
+  it('a policy refusal (5.7.x) on RCPT fails without suppressing the address', async () => {
+    await h.send(simpleMessage('reader@policy.test'));
+    assert.equal(await h.drain(), 1);
+    const t = await h.transmission('reader@policy.test');
+    assert.deepEqual([t.status, t.result_code], ['failed', 'SMTP_554']);
+    assert.equal(await findActiveSuppression(h.t.app.services.store.db, h.seed.projectId, 'reader@policy.test', clock.now()), undefined);
+    assert.ok(!(await h.events('bounced')).some((e) => e.payload.transmission_id === t.id), 'no bounced event');
   });
 
   it('a 5xx after the message fails without suppressing the address', async () => {

@@ -18,6 +18,11 @@ describe('classifySmtpReply', () => {
     assert.deepEqual(c(421, 'greeting'), { kind: 'deferred', resultCode: 'SMTP_421', resultMessage: 'x', bounce: null });
     assert.deepEqual(c(550, 'rcpt'), { kind: 'failed', resultCode: 'SMTP_550', resultMessage: 'x', bounce: 'hard' });
     assert.equal(c(550, 'message', '5.1.1 user unknown').bounce, 'hard');
+    // A policy refusal at RCPT (5.7.x) fails the copy but says nothing against the address; unless its text says the mailbox is unknown.
+    assert.deepEqual(c(554, 'rcpt', '5.7.1 Message rejected due to policy'), { kind: 'failed', resultCode: 'SMTP_554', resultMessage: '5.7.1 Message rejected due to policy', bounce: null });
+    assert.equal(c(550, 'rcpt', '5.7.1 Client host blocked using zen.spamhaus.org').bounce, null);
+    assert.equal(c(550, 'rcpt', '5.7.1 <x@y>: Recipient address rejected: User unknown').bounce, 'hard');
+    assert.equal(c(550, 'rcpt', '5.1.1 <x@y>: Recipient address rejected').bounce, 'hard');
     assert.equal(c(554, 'message', '5.7.1 spam').bounce, null);
     assert.equal(c(554, 'message', '5.7.1 spam').kind, 'failed');
     assert.equal(c(535, 'auth').kind, 'deferred');
