@@ -16,6 +16,7 @@ import path from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
 import type { Services } from '../services.ts';
 import { sqliteFileFrom } from '../storage/dialects/sqlite.ts';
+import { PRIVATE_FILE_MODE } from '../storage/private-files.ts';
 
 /** Pages copied per step while no restart has been seen (4 MiB of 4 KiB pages). */
 const STEP_PAGES = 1024;
@@ -45,6 +46,9 @@ export async function backupDatabase(services: Services, target: string, onProgr
   const started = Date.now();
   const partial = path.join(path.dirname(file), `.${path.basename(file)}.partial-${process.pid}`);
   fs.rmSync(partial, { force: true });
+  // The copy holds what the database holds (message content, key hashes, sealed secrets): created
+  // 0600 before SQLite writes into it, as the database is (docs/reliability.md).
+  fs.closeSync(fs.openSync(partial, 'wx', PRIVATE_FILE_MODE));
   const db = new SqliteDatabase(source, { readonly: true, fileMustExist: true });
   let pages = 0;
   try {

@@ -55,6 +55,8 @@ describe('backup and restore', () => {
     assert.equal(progress.at(-1), 0, 'progress ends at 0 remaining pages');
     assert.ok(result.bytes > 0);
     assert.deepEqual(fs.readdirSync(path.dirname(file)), ['posthorn-backup.db'], 'no partial file is left');
+    // It holds what the database holds: readable by the service's user alone, whatever the umask.
+    assert.equal(fs.statSync(file).mode & 0o777, 0o600);
 
     // Restore: the backup file becomes the database of a new data directory.
     const restoredDir = fs.mkdtempSync(path.join(t.dataDir, 'restored-'));
