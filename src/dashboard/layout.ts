@@ -47,6 +47,7 @@ export function page(title: string, ctx: PageContext, body: HtmlValue): string {
 <meta name="color-scheme" content="light dark">
 <title>${title} · Posthorn</title>
 <link rel="stylesheet" href="/assets/style.css">
+<link rel="icon" href="data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 100 100'%3E%3Ctext y='.9em' font-size='90'%3E%F0%9F%93%AF%3C/text%3E%3C/svg%3E">
 ${scripts.map((s) => html`<script src="/assets/${s}" defer></script>`)}
 </head>
 <body>

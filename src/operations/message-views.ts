@@ -120,9 +120,10 @@ export async function searchMessages(services: Services, project: Project, filte
 }
 
 /** A message and its project, if the viewer may see it; not_found otherwise (never telling which). */
-export async function findViewerMessage(services: Services, viewer: Viewer, id: number): Promise<{ message: Message; project: Project }> {
-  const notFound = new ApiError('not_found', `Message ${id} not found.`);
-  if (!Number.isSafeInteger(id) || id <= 0) throw notFound;
+export async function findViewerMessage(services: Services, viewer: Viewer, idText: string): Promise<{ message: Message; project: Project }> {
+  const id = /^\d{1,15}$/.test(idText) ? Number(idText) : 0;
+  const notFound = new ApiError('not_found', id > 0 ? `Message ${id} not found.` : `No message has the id ${JSON.stringify(idText.slice(0, 40))}: ids are whole numbers.`);
+  if (id <= 0) throw notFound;
   const message = await findMessageWithPayload(services.store.db, id);
   if (!message) throw notFound;
   const project = await findProjectById(services.store.db, Number(message.project_id));

@@ -41,6 +41,7 @@ describe('dashboard in a browser', { skip: missing ? `${CHROMIUM} is not install
   let password: string;
   const dialogs: string[] = [];
   const consoleLines: string[] = [];
+  const requested: string[] = [];
 
   before(async () => {
     peer = await startSmtpPeer({ starttls: false });
@@ -57,6 +58,7 @@ describe('dashboard in a browser', { skip: missing ? `${CHROMIUM} is not install
       void d.dismiss();
     });
     page.on('console', (m) => consoleLines.push(m.text()));
+    page.on('request', (r) => requested.push(new URL(r.url()).pathname));
     page.on('pageerror', (e) => consoleLines.push(`pageerror: ${e.message}`));
   });
 
@@ -92,6 +94,9 @@ describe('dashboard in a browser', { skip: missing ? `${CHROMIUM} is not install
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.waitForURL(`${t.url}/messages`);
     assert.ok(await page.getByRole('heading', { name: 'Messages' }).isVisible());
+    // The icon is in the page: no request for /favicon.ico, no failed load in the console.
+    assert.ok(!requested.includes('/favicon.ico'), requested.join(' '));
+    assert.deepEqual(consoleLines.filter((l) => /Failed to load resource/.test(l)), []);
   });
 
   it('finds a message sent through the API and shows the attempt the SMTP server answered', async () => {

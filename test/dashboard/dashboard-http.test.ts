@@ -77,6 +77,15 @@ describe('dashboard over HTTP', () => {
     assert.doesNotMatch(page.text, / style=/, 'no inline style');
   });
 
+  it('answers the account url get_account_info gives: the overview, for a user of that account alone', async () => {
+    const info = await t.call('get_account_info', { api_key: seed.projectKey });
+    const url = new URL(info.body.data.account.url);
+    const mine = await client.get(url.pathname);
+    assert.equal(mine.status, 303);
+    assert.equal(mine.headers.get('location'), '/');
+    assert.equal((await client.get('/accounts/someone-else')).status, 404);
+  });
+
   it('escapes the subject, recipient name, headers, text and filename of a message everywhere', async () => {
     const list = await client.get(`/messages?project=${seed.projectUid}`);
     assert.equal(list.status, 200);
@@ -162,6 +171,11 @@ describe('dashboard over HTTP', () => {
     assert.equal(r.text.replace(/\d+/g, 'N'), missing.text.replace(/\d+/g, 'N'));
     assert.ok(!r.text.includes('Secret of the other account'));
     for (const sub of ['html', 'source']) assert.equal((await client.get(`/messages/${id}/${sub}`)).status, 404);
+    // An id that is no number says so, never "NaN".
+    const word = await client.get('/messages/abc');
+    assert.equal(word.status, 404);
+    assert.ok(!word.text.includes('NaN'), word.text);
+    assert.match(word.text, /ids are whole numbers/);
     assert.equal((await client.get(`/messages?project=${other.projectUid}`)).status, 404);
   });
 

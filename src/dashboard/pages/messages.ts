@@ -161,7 +161,7 @@ export function installMessagePages(app: FastifyInstance, { services }: Dashboar
     return reply.header('content-type', 'text/html; charset=utf-8').header('cache-control', 'no-store').send(messageRows(result.items).value);
   });
 
-  const messageId = (request: { params: unknown }) => Number((request.params as { id: string }).id);
+  const messageId = (request: { params: unknown }) => (request.params as { id: string }).id;
 
   app.get('/messages/:id', async (request, reply) => {
     const viewer = viewerOf(request);

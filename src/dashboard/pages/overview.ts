@@ -3,6 +3,7 @@
 // data-* attributes), and the queue now.
 import type { FastifyInstance } from 'fastify';
 import { getProjectOverview, OVERVIEW_RANGES, OVERVIEW_SERIES, type OverviewRange, type ProjectOverview } from '../../operations/dashboard-overview.ts';
+import { ApiError } from '../../domain/errors.ts';
 import { listViewerProjects, requireViewerProject } from '../../operations/users.ts';
 import type { Project } from '../../operations/context.ts';
 import { formatTime, html, type SafeHtml } from '../html.ts';
@@ -45,6 +46,13 @@ export function installOverviewPages(app: FastifyInstance, { services }: Dashboa
     const body = html`${rangeLinks('/', range)}
 ${projects.length === 0 ? html`<p>No project yet.</p>` : projects.map((p, i) => projectSection(p, overviews[i]))}`;
     return sendPage(reply, page('Overview', { viewer, section: 'overview', scripts: ['uplot.js', 'charts.js'] }, body));
+  });
+
+  // The account's page (get_account_info's url): the overview of its projects, for a user of that account.
+  app.get('/accounts/:uid', async (request, reply) => {
+    const viewer = viewerOf(request);
+    if ((request.params as { uid: string }).uid !== viewer.account.uid) throw new ApiError('not_found', 'No such account.');
+    return reply.redirect('/', 303);
   });
 
   app.get('/projects/:uid', async (request, reply) => {
