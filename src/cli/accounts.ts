@@ -46,8 +46,10 @@ const account: Command = async ({ config, args, flags }) => {
 const init: Command = async ({ config, flags }) => {
   const json = flags.has('json');
   const { createInstallation } = await import('../operations/installation.ts');
+  const { listAccounts } = await import('../operations/accounts.ts');
   const { projectUrl } = await import('../operations/projects.ts');
   return withServices(config, async (services) => {
+    const before = (await listAccounts(services)).length;
     const { account, project, user } = await createInstallation(services, {
       accountName: flag(flags, 'name') ?? 'My account',
       projectName: flag(flags, 'project-name') ?? 'My project',
@@ -67,6 +69,12 @@ const init: Command = async ({ config, flags }) => {
         `dashboard ${out.dashboard.url}: sign in as ${out.dashboard.email} with the password (shown once) ${out.dashboard.password}`,
       ].join('\n'),
     );
+    // Not the first: say so, since commands that find "the" account now need --account (docs/cli.md).
+    if (before > 0) {
+      process.stderr.write(
+        `posthorn: this installation already had ${before} account${before === 1 ? '' : 's'}; init added another (${out.account.uid}). Commands that act on the only account now need --account UID; a new key for an existing project: posthorn project rotate-key UID, a new dashboard password: posthorn user reset-password --email EMAIL\n`,
+      );
+    }
     return 0;
   }, { create: true });
 };

@@ -59,6 +59,9 @@ describe('dashboard users on the command line', () => {
     assert.ok(out.dashboard.password.length >= 20);
     const text = run('init', '--mailer-host', 'mail.example.test');
     assert.equal(text.code, 0, text.stderr);
+    // It says it was not the first, and what to run instead.
+    assert.match(text.stderr, /already had 1 account; init added another/);
+    assert.match(text.stderr, /rotate-key/);
     // A second init on the same database: admin@ is taken, the user gets a distinct address.
     assert.match(text.stdout, /dashboard \S+: sign in as admin-[^@]+@mail\.example\.test with the password \(shown once\) \S+/);
     const client = new SessionClient(await server());
