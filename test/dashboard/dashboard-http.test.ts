@@ -227,6 +227,15 @@ describe('dashboard over HTTP', () => {
     assert.ok(!after.text.includes('>blocked@example.com<'));
     const api = await t.call('get_suppression_list', { api_key: seed.projectKey });
     assert.deepEqual(Object.keys(api.body.data ?? {}).sort(), ['other@example.com']);
+    // A line is one entry, a display name and all; a bad line is quoted whole, and nothing of the batch is added.
+    const named = await client.post('/suppressions/add', { project: seed.projectUid, addresses: 'Ann Lee <ann@example.com>\r\n' });
+    assert.match((await client.get(named.headers.get('location')!)).text, /Added: ann@example\.com/);
+    const bad = await client.post('/suppressions/add', { project: seed.projectUid, addresses: 'kept-out@example.com\nnot an address' });
+    const notice = (await client.get(bad.headers.get('location')!)).text;
+    assert.match(notice, /not an address/);
+    assert.match(notice, /Nothing was added/);
+    const listed = await t.call('get_suppression_list', { api_key: seed.projectKey });
+    assert.ok(!('kept-out@example.com' in listed.body.data));
   });
 
   it('searches by recipient, uid, subject and status, and pages by keyset without overlap', async () => {

@@ -41,13 +41,14 @@ ${next ? html`<nav class="pager"><a href="/suppressions${queryString({ project: 
     const viewer = viewerOf(request);
     const form = formOf(request);
     const { project } = await pickProject(services, viewer, form.project);
-    const addresses = (form.addresses ?? '').split(/[\s,;]+/).filter((a) => a !== '');
+    // One a line (a line may be "Name <address>"); commas and semicolons separate too, as in a pasted list.
+    const addresses = (form.addresses ?? '').split(/[\r\n,;]+/).map((a) => a.trim()).filter((a) => a !== '');
     try {
       const added = await addToSuppressionList(services, project, { addresses, message: form.message?.trim() || null });
       return redirectWithNotice(reply, routes, back(project.uid), { kind: 'ok', text: `Added: ${Object.keys(added).join(', ')}` });
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
-      return redirectWithNotice(reply, routes, back(project.uid), { kind: 'error', text: error.message });
+      return redirectWithNotice(reply, routes, back(project.uid), { kind: 'error', text: `${error.message} Nothing was added.` });
     }
   });
 
