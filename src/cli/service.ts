@@ -98,9 +98,9 @@ function receiveWakes(store: WakeBus): void {
 }
 
 /**
- * /metrics of an API process with siblings (serve --api-processes): its own metrics and theirs,
- * gathered through the supervisor, aggregated as one service's (observability/metrics.ts). It
- * answers the supervisor's requests for its own.
+ * /metrics of a process of a serve with several (API processes, the delivery process): its own
+ * metrics and the others', gathered through the supervisor, aggregated as one service's
+ * (observability/metrics.ts). It answers the supervisor's requests for its own.
  */
 async function gatherSiblingMetrics(services: Services): Promise<void> {
   const { metricsOf } = await import('../observability/metrics.ts');

@@ -3,7 +3,7 @@
 // the same database, restarts one that dies, forwards SIGTERM/SIGINT for a graceful stop, relays
 // the API processes' wake-ups to the delivery process (SQLite has no LISTEN/NOTIFY: without the
 // relay the delivery process would find new mail only at its next poll), and gathers the API
-// processes' metrics for /metrics.
+// processes' metrics (the delivery process's with them) for /metrics.
 //
 // Several API processes share --port as Node's cluster shares it: this process holds the listening
 // socket and hands each new connection to the next API process in turn (round robin; the kernel's
@@ -38,7 +38,11 @@ export type SupervisorMessage =
 
 /** The environment variable a supervised child is started with. */
 export const SUPERVISED_ENV = 'POSTHORN_SUPERVISED';
-/** Set for an API process that has sibling API processes: its /metrics gathers theirs too. */
+/**
+ * Set for every process of a serve with more than one: its /metrics gathers the others' too (the
+ * delivery process's among them), so /metrics on --port is the whole service's, and it answers
+ * their requests for its own.
+ */
 export const API_SIBLINGS_ENV = 'POSTHORN_API_SIBLINGS';
 /**
  * Set for an API process beside a supervised delivery process on SQLite: it sends its wake-ups
@@ -47,7 +51,7 @@ export const API_SIBLINGS_ENV = 'POSTHORN_API_SIBLINGS';
  * load, and on PostgreSQL they would double the NOTIFY the delivery process hears.
  */
 export const WAKE_RELAY_ENV = 'POSTHORN_WAKE_RELAY';
-/** How long /metrics waits for the other API processes' parts (one that hangs does not answer; one that exits is not waited for). */
+/** How long /metrics waits for the other processes' parts (one that hangs does not answer; one that exits is not waited for). */
 export const METRICS_GATHER_MS = 2000;
 
 /**
@@ -177,7 +181,7 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
 
   const liveChildren = () => slots.flatMap((s) => (s.child ? [s.child] : []));
   // Only ready ones: a process still starting could not answer, and its share would be 0 anyway.
-  const readyApis = () => slots.flatMap((s) => (s.role === 'api' && s.ready && s.child?.connected ? [s.child] : []));
+  const readyChildren = () => slots.flatMap((s) => (s.ready && s.child?.connected ? [s.child] : []));
   const restartTimers = new Set<NodeJS.Timeout>();
   /**
    * /metrics requests being gathered, by the supervisor's own id (two children may use the same
@@ -197,7 +201,7 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
     const env = {
       ...process.env,
       [SUPERVISED_ENV]: '1',
-      ...(shareApiPort && slot.role === 'api' ? { [API_SIBLINGS_ENV]: '1' } : {}),
+      ...(slots.length > 1 ? { [API_SIBLINGS_ENV]: '1' } : {}),
       ...(plan.relayWakes && slot.role === 'api' ? { [WAKE_RELAY_ENV]: '1' } : {}),
     };
     let child: ChildProcess;
@@ -237,7 +241,7 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
         for (const other of slots) if (other.child && other.child !== child && other.ready && other.child.connected) other.child.send(message, () => {});
       } else if (message?.type === 'metrics-request') {
         const id = ++gatherSequence;
-        const others = readyApis().filter((other) => other !== child);
+        const others = readyChildren().filter((other) => other !== child);
         gathers.set(id, { requester: child, requestId: message.id, parts: [], waiting: new Set(others), timer: setTimeout(() => sendParts(id), METRICS_GATHER_MS) });
         if (others.length === 0) sendParts(id);
         for (const other of others) other.send({ type: 'metrics-collect', id } satisfies SupervisorMessage, () => {});

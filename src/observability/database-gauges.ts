@@ -34,7 +34,7 @@ export function addDatabaseGauges(registry: client.Registry, services: Services)
   const mailboxes = new client.Gauge({ name: 'posthorn_mailboxes', help: 'Watched IMAP mailboxes by status (active, auth_failed, error).', labelNames: ['status'] as const, registers, aggregator });
   const sessions = new client.Gauge({ name: 'posthorn_mailbox_sessions', help: 'Mailboxes a watcher holds a session on now.', registers, aggregator });
   const up = new client.Gauge({ name: 'posthorn_database_up', help: '1 when the last load of the database gauges succeeded, else 0.', registers, aggregator: 'min' });
-  const pool = new client.Gauge({ name: 'posthorn_db_pool_connections', help: 'Connections of the database pool by state (total, idle, waiting clients), summed over the API processes of a supervised serve; PostgreSQL only.', labelNames: ['state'] as const, registers });
+  const pool = new client.Gauge({ name: 'posthorn_db_pool_connections', help: 'Connections of the database pool by state (total, idle, waiting clients), summed over the processes of a supervised serve; PostgreSQL only.', labelNames: ['state'] as const, registers });
 
   const load = async (): Promise<void> => {
     const db = services.store.db;

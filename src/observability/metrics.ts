@@ -170,9 +170,9 @@ export class PosthornMetrics {
   });
 
   /**
-   * Where this process is one of several API processes of one service (serve --api-processes,
-   * cli/service.ts): the other processes' metrics (prom-client's getMetricsAsJSON), gathered
-   * through the supervisor for this process's /metrics.
+   * Where this process is one of several of one service (serve: API processes and the delivery
+   * process, cli/service.ts): the other processes' metrics (prom-client's getMetricsAsJSON),
+   * gathered through the supervisor, for this process's /metrics.
    */
   gatherSiblings: (() => Promise<unknown[][]>) | null = null;
 

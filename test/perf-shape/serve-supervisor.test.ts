@@ -145,6 +145,13 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     assert.ok(!nodeArgs(serve.pid).some((a) => a.includes('semi-space')));
     await send(running.url as string, 'one@sink.test');
     await waitDelivered('one@sink.test', serve);
+    // /metrics on the service's port is the whole service's: the delivery process's attempts too.
+    // The attempt is counted once its finish is written, a moment after the sink has the message.
+    let attempts: RegExpExecArray | null = null;
+    for (const deadline = Date.now() + 10_000; !attempts && Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
+      attempts = /^posthorn_delivery_attempts_total\{[^}]*outcome="sent"[^}]*\} (\d+)/m.exec(await (await fetch(`${running.url}/metrics`)).text());
+    }
+    assert.ok(attempts && Number(attempts[1]) >= 1, `the delivery process's attempts are on ${running.url}/metrics`);
     // Fewer API processes than cores (one, on 2 cores): all at the supervisor's priority.
     if (os.availableParallelism() > 1) for (const pid of pids) assert.deepEqual(new Set(threadNiceness(pid)), new Set([os.getPriority(serve.pid)]));
     await serve.kill();
