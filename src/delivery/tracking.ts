@@ -2,8 +2,9 @@
 //
 // applyTracking() adds a 1x1 pixel (GET {publicUrl}/t/o/<token>.gif) and rewrites every absolute
 // http(s) link of an <a href> to {publicUrl}/t/c/<token>, each token signed with the tracking key
-// (src/domain/tracking-token.ts).
-import { makeTrackingToken } from '../domain/tracking-token.ts';
+// (src/domain/tracking-token.ts). The token carries the link as trackableUrl() serialises it, the
+// URL the redirector sends the reader to; a link that does not parse as one is left as written.
+import { makeTrackingToken, trackableUrl } from '../domain/tracking-token.ts';
 
 export interface TrackingTarget {
   transmissionId: number;
@@ -27,8 +28,11 @@ export function applyTracking(html: string, target: TrackingTarget, signingKey: 
   const base = target.publicUrl.replace(/\/+$/, '');
   const rewritten = html.replace(LINK, (whole, head: string, dq: string | undefined, sq: string | undefined) => {
     const raw = (dq ?? sq ?? '').trim();
-    const url = decodeAttribute(raw);
-    if (!/^https?:\/\/[^\s]/i.test(url)) return whole;
+    const link = decodeAttribute(raw);
+    // The cheap test first: most links that are not http(s) are never parsed.
+    if (!/^https?:\/\/[^\s]/i.test(link)) return whole;
+    const url = trackableUrl(link);
+    if (url === null) return whole;
     const token = makeTrackingToken({ kind: 'click', transmissionId: target.transmissionId, url }, signingKey);
     return `${head}"${base}/t/c/${token}"`;
   });

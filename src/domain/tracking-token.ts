@@ -7,6 +7,11 @@
 // <data>/secret.key), so every process that shares the secret signs and verifies the same links,
 // and the secret itself never appears in a URL. Delivery passes exactly trackingSigningKey() as
 // applyTracking's signingKey (src/delivery/tracking.ts); the tracking endpoints verify with it.
+//
+// Both sides share one rule, kept here so it cannot drift (docs/tracking.md, "What changes in the
+// HTML"): the URL a click token carries is what trackableUrl() makes of the link: its WHATWG
+// serialisation, printable ASCII only, so it is a valid Location header and the `clicked` event
+// names the very URL the reader is sent to.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { SecretBox } from './secret-box.ts';
 
@@ -14,6 +19,22 @@ export type TrackingToken = { kind: 'open'; transmissionId: number } | { kind: '
 
 /** 128 bits of HMAC-SHA256 are plenty for a link token and keep the links short. */
 const SIGNATURE_BYTES = 16;
+
+/**
+ * The URL a click on the link is redirected to, or null when the link is not tracked: its WHATWG
+ * serialisation (`new URL(link).href`: non-ASCII and control characters percent-encoded, tabs and
+ * line breaks dropped, the host in its ASCII form, as a browser following the link would), when it
+ * parses as an absolute http(s) URL.
+ */
+export function trackableUrl(link: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(link);
+  } catch {
+    return null;
+  }
+  return url.protocol === 'https:' || url.protocol === 'http:' ? url.href : null;
+}
 
 function sign(kind: 'o' | 'c', payload: string, key: string): string {
   return createHmac('sha256', key).update(`${kind}:${payload}`, 'utf8').digest().subarray(0, SIGNATURE_BYTES).toString('base64url');

@@ -3,7 +3,7 @@
 //   GET /t/c/<token>      a click: 302 to the signed target URL, records the first click
 // A token whose signature does not verify is answered 404 and records nothing, so the redirector
 // cannot be used to send anyone anywhere else (src/domain/tracking-token.ts).
-import { readTrackingToken, trackingSigningKey } from '../domain/tracking-token.ts';
+import { readTrackingToken, trackableUrl, trackingSigningKey } from '../domain/tracking-token.ts';
 import { recordClick, recordOpen } from '../operations/tracking.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Services } from '../services.ts';
@@ -37,13 +37,18 @@ export function installTrackingRoutes(app: FastifyInstance, services: Services):
     const token = (request.params as { '*': string })['*'] ?? '';
     const read = token.length > 0 && token.length <= MAX_TOKEN_CHARS ? readTrackingToken('click', token, key()) : null;
     if (!read || read.kind !== 'click') return reply.code(404).header('content-type', 'text/plain').send('Not found');
+    // Delivery signs trackableUrl()'s form of the link; a token signed before it did may carry
+    // characters a Location header cannot (non-ASCII, control characters), so the URL is made so
+    // again here. A signed URL that does not parse is neither redirected to nor recorded.
+    const url = trackableUrl(read.url);
+    if (url === null) return reply.code(400).header('content-type', 'text/plain').send('Bad link: its target is not a valid URL');
     try {
-      await recordClick(services, { transmissionId: read.transmissionId, url: read.url, userAgent: userAgentOf(request.headers['user-agent']) });
+      await recordClick(services, { transmissionId: read.transmissionId, url, userAgent: userAgentOf(request.headers['user-agent']) });
     } catch (error) {
       // The reader still gets where the link goes.
       request.log.error({ err: error }, 'could not record a click');
     }
-    return reply.code(302).header('location', read.url).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').send();
+    return reply.code(302).header('location', url).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').send();
   });
 }
 
