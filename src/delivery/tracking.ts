@@ -34,6 +34,8 @@ export function applyTracking(html: string, target: TrackingTarget, signingKey: 
     const url = trackableUrl(link);
     if (url === null) return whole;
     const token = makeTrackingToken({ kind: 'click', transmissionId: target.transmissionId, url }, signingKey);
+    // Too long a link for a token the redirector reads: left as it is, untracked, not made dead.
+    if (token === null) return whole;
     return `${head}"${base}/t/c/${token}"`;
   });
   const pixelToken = makeTrackingToken({ kind: 'open', transmissionId: target.transmissionId }, signingKey);

@@ -9,8 +9,6 @@ import type { FastifyInstance } from 'fastify';
 import type { Services } from '../services.ts';
 
 const PIXEL = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
-/** Longer paths are not tokens we made (links are capped at 2048 characters). */
-const MAX_TOKEN_CHARS = 4096;
 
 export function installTrackingRoutes(app: FastifyInstance, services: Services): void {
   const key = () => trackingSigningKey(services);
@@ -18,7 +16,7 @@ export function installTrackingRoutes(app: FastifyInstance, services: Services):
   app.get('/t/o/*', async (request, reply) => {
     const file = (request.params as { '*': string })['*'] ?? '';
     const token = file.endsWith('.gif') ? file.slice(0, -4) : '';
-    const read = token.length > 0 && token.length <= MAX_TOKEN_CHARS ? readTrackingToken('open', token, key()) : null;
+    const read = token.length > 0 ? readTrackingToken('open', token, key()) : null;
     if (!read) return reply.code(404).header('content-type', 'text/plain').send('Not found');
     try {
       await recordOpen(services, { transmissionId: read.transmissionId, userAgent: userAgentOf(request.headers['user-agent']) });
@@ -35,7 +33,7 @@ export function installTrackingRoutes(app: FastifyInstance, services: Services):
 
   app.get('/t/c/*', async (request, reply) => {
     const token = (request.params as { '*': string })['*'] ?? '';
-    const read = token.length > 0 && token.length <= MAX_TOKEN_CHARS ? readTrackingToken('click', token, key()) : null;
+    const read = token.length > 0 ? readTrackingToken('click', token, key()) : null;
     if (!read || read.kind !== 'click') return reply.code(404).header('content-type', 'text/plain').send('Not found');
     // Delivery signs trackableUrl()'s form of the link; a token signed before it did may carry
     // characters a Location header cannot (non-ASCII, control characters), so the URL is made so

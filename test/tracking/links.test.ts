@@ -98,4 +98,30 @@ describe('tracked links', () => {
       assert.match(html, /^<a href="https:\/\/exa mple\.com\/">x<\/a><img /);
     });
   });
+
+  describe('a link too long for a token', () => {
+    it('is left as it is, untracked, while the longest link tracked redirects', async () => {
+      const id = await transmission();
+      const linkOf = (chars: number) => `https://long.example/${'p'.repeat(chars - 'https://long.example/'.length)}`;
+      const tracked = (chars: number) => !rewrite(id, `<a href="${linkOf(chars)}">x</a>`).includes('long.example');
+
+      const html = `<a href="${linkOf(3200)}">x</a>`;
+      assert.ok(rewrite(id, html).startsWith(html + '<img '), 'a 3,200-character link stays as written');
+
+      // The longest link that is tracked, and the next one up, which is not.
+      let lo = 100;
+      let hi = 3200;
+      assert.ok(tracked(lo));
+      while (hi - lo > 1) {
+        const mid = (lo + hi) >> 1;
+        if (tracked(mid)) lo = mid;
+        else hi = mid;
+      }
+      assert.ok(lo > 2900, `links of ${lo} characters are tracked`);
+      const click = clickUrlIn(rewrite(id, `<a href="${linkOf(lo)}">x</a>`));
+      const r = await fetch(click, { redirect: 'manual' });
+      assert.equal(r.status, 302);
+      assert.equal(r.headers.get('location'), linkOf(lo));
+    });
+  });
 });
