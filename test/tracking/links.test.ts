@@ -124,4 +124,32 @@ describe('tracked links', () => {
       assert.equal(r.headers.get('location'), linkOf(lo));
     });
   });
+
+  describe('HEAD', () => {
+    it('answers like GET on the click and open URLs but records nothing', async () => {
+      const id = await transmission();
+      const html = rewrite(id, '<a href="https://example.com/landing">go</a>');
+      const click = clickUrlIn(html);
+      const open = /<img src="([^"]*)"/.exec(html)![1];
+
+      const headClick = await fetch(click, { method: 'HEAD', redirect: 'manual', headers: { 'user-agent': 'LinkScanner/1.0' } });
+      assert.equal(headClick.status, 302);
+      assert.equal(headClick.headers.get('location'), 'https://example.com/landing');
+      assert.equal(headClick.headers.get('referrer-policy'), 'no-referrer');
+      assert.equal((await headClick.arrayBuffer()).byteLength, 0);
+      const headOpen = await fetch(open, { method: 'HEAD', headers: { 'user-agent': 'LinkScanner/1.0' } });
+      assert.equal(headOpen.status, 200);
+      assert.equal(headOpen.headers.get('content-type'), 'image/gif');
+      assert.equal((await headOpen.arrayBuffer()).byteLength, 0);
+      // Recording is done before the answer: what HEAD recorded would be there now.
+      assert.deepEqual(await recorded(id), { openedAt: null, clickedAt: null, events: [] });
+
+      // And the reader's GET that follows is the first click and open, carrying its own user agent.
+      const get = await fetch(click, { redirect: 'manual', headers: { 'user-agent': 'Reader/1.0' } });
+      assert.equal(get.status, 302);
+      const seen = await recorded(id);
+      assert.notEqual(seen.clickedAt, null);
+      assert.deepEqual(seen.events.map((e) => [e.type, e.user_agent]).sort(), [['clicked', 'Reader/1.0'], ['opened', 'Reader/1.0']]);
+    });
+  });
 });
