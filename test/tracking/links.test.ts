@@ -152,4 +152,24 @@ describe('tracked links', () => {
       assert.deepEqual(seen.events.map((e) => [e.type, e.user_agent]).sort(), [['clicked', 'Reader/1.0'], ['opened', 'Reader/1.0']]);
     });
   });
+
+  describe('character references in a link', () => {
+    it('are decoded as an HTML parser does, numeric and named, before the redirect is made', async () => {
+      const id = await transmission();
+      const href = 'https://example.com/p?a=1&#38;b=2&#x26;c=3&#X26;d&#128;&#0;&#10;e&amp=f&lt;g&AMP;h&#x27;i';
+      const r = await fetch(clickUrlIn(rewrite(id, `<a href="${href}">go</a>`)), { redirect: 'manual' });
+      assert.equal(r.status, 302);
+      // &#128; is windows-1252's euro sign, &#0; U+FFFD, &#10; a line break the URL parser drops;
+      // `&amp=` is not a reference in an attribute (a query parameter named amp).
+      assert.equal(r.headers.get('location'), 'https://example.com/p?a=1&b=2&c=3&d%E2%82%AC%EF%BF%BDe&amp=f%3Cg&h%27i');
+    });
+
+    it('that decode to a line break never put one into a header', async () => {
+      const id = await transmission();
+      const r = await fetch(clickUrlIn(rewrite(id, '<a href="https://example.com/&#13;&#10;Set-Cookie:&#32;x=1">go</a>')), { redirect: 'manual' });
+      assert.equal(r.status, 302);
+      assert.equal(r.headers.get('location'), 'https://example.com/Set-Cookie:%20x=1');
+      assert.equal(r.headers.get('set-cookie'), null);
+    });
+  });
 });
