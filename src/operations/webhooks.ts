@@ -5,7 +5,7 @@
 // dispatcher before every request); an endpoint scoped to a project only receives that project's
 // events.
 import { randomUUID } from 'node:crypto';
-import { invalidArgument } from '../domain/args.ts';
+import { checkChosenUid } from '../domain/args.ts';
 import { ApiError, duplicateUid, limitReached } from '../domain/errors.ts';
 import { listOutbound, listOutboundAttempts, requeueFailedOutbound } from '../storage/outbound.ts';
 import type { OutboundAttempt, OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
@@ -65,8 +65,7 @@ async function requireWebhook(db: Tx, account: Account, uid: string): Promise<We
 }
 
 export async function createWebhook(services: Services, account: Account, input: WebhookInput): Promise<WebhookView & { secret: string }> {
-  const uid = input.uid !== undefined && input.uid !== '' ? input.uid : randomUUID();
-  if (uid.length > WEBHOOK_LIMITS.uidChars) throw invalidArgument('uid', `must be at most ${WEBHOOK_LIMITS.uidChars} characters long`);
+  const uid = checkChosenUid('uid', input.uid, WEBHOOK_LIMITS.uidChars) ?? randomUUID();
   const url = await checkOutboundUrl(services, input.url, WEBHOOK_URL);
   const secret = generateWebhookSecret();
   const now = services.clock.now();
