@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { checkChosenUid } from '../domain/args.ts';
 import { ApiError, duplicateUid, limitReached } from '../domain/errors.ts';
+import { reopenInboundEmails } from '../storage/inbound-emails.ts';
 import { listOutbound, listOutboundAttempts, requeueFailedOutbound } from '../storage/outbound.ts';
 import type { OutboundAttempt, OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
 import { findProjectById, findProjectByUid } from '../storage/projects.ts';
@@ -166,10 +167,18 @@ export async function listDeliveries(services: Services, account: Account, q: De
   }));
 }
 
-/** Puts failed requests of the account back in the queue; returns how many were requeued. */
+/**
+ * Puts failed requests of the account back in the queue; returns how many were requeued. A
+ * requeued postback's email is posting again in the same transaction, so the mailbox watcher
+ * flags it \Seen once the postback is delivered (docs/mailboxes.md).
+ */
 export async function retryDeliveries(services: Services, account: Account, ids: number[]): Promise<number> {
   const now = services.clock.now();
-  const count = await services.store.write((trx) => requeueFailedOutbound(trx, account.id, ids, now));
+  const count = await services.store.write(async (trx) => {
+    const requeued = await requeueFailedOutbound(trx, account.id, ids, now);
+    await reopenInboundEmails(trx, requeued, now);
+    return requeued.length;
+  });
   if (count > 0) services.store.wake('outbound');
   return count;
 }
