@@ -12,11 +12,13 @@ function progressLine(text: string): void {
 async function purge({ config, flags }: CommandInput): Promise<number> {
   const json = flags.has('json');
   const quiet = flags.has('quiet');
+  // Checked before the database is opened (or created): a usage error has no effect (docs/cli.md).
+  const batchSize = intFlag(flags, 'batch', 200, 10_000);
   const { purgeExpired } = await import('../operations/retention.ts');
   return withServices(config, async (services) => {
     let batches = 0;
     const totals = await purgeExpired(services, {
-      batchSize: intFlag(flags, 'batch', 200, 10_000),
+      batchSize,
       onProgress: (t) => {
         batches++;
         if (!quiet) progressLine(`purged ${t.messages} messages, ${t.transmissions} transmissions, ${t.attempts} attempts, ${t.events} events, ${t.outbound_requests} outbound requests`);

@@ -42,9 +42,10 @@ async function webhook({ config, args, flags }: CommandInput): Promise<number> {
       }
       case 'test': {
         if (!arg) throw new UsageError('webhook test needs the webhook UID');
+        // Every flag is checked before the event is queued: a usage error has no effect (docs/cli.md).
+        const waitS = flag(flags, 'wait') === undefined ? 0 : intFlag(flags, 'wait', 30, 600);
         const { sendWebhookTestEvent, readOutboundStates } = await import('../operations/webhook-test.ts');
         const queued = await sendWebhookTestEvent(services, account, arg);
-        const waitS = flag(flags, 'wait') === undefined ? 0 : intFlag(flags, 'wait', 30, 600);
         let state: string = 'pending';
         const deadline = Date.now() + waitS * 1000;
         while (state === 'pending' && Date.now() < deadline) {

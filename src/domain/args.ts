@@ -40,11 +40,19 @@ export function checkName(field: string, value: string, maxChars: number): strin
   return value;
 }
 
-/** An optional uid chosen by the caller: at most maxChars characters, no NUL. */
-export function checkChosenUid(field: string, value: string | undefined, maxChars: number): void {
-  if (value === undefined) return;
+/**
+ * The uid a caller may choose when creating a project, webhook or mailbox: absent or "" gives
+ * undefined (the operation generates one); otherwise not blank, at most maxChars characters, no
+ * NUL, and kept exactly as given (never trimmed), as every method that looks a uid up reads it
+ * (docs/api/README.md, "Uids"). A blank uid could never be named again: lookups answer a blank
+ * uid as missing.
+ */
+export function checkChosenUid(field: string, value: string | undefined, maxChars: number): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (value.trim() === '') throw invalidArgument(field, 'must not be blank (leave it out to have one generated)');
   if (value.length > maxChars) throw invalidArgument(field, `must be at most ${maxChars} characters long`);
   if (value.includes('\0')) throw invalidArgument(field, 'must not contain the NUL character (U+0000)');
+  return value;
 }
 
 function missing(field: string): ApiError {

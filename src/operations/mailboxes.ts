@@ -13,7 +13,7 @@
 // status active) and the watcher is woken.
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
-import { invalidArgument } from '../domain/args.ts';
+import { checkChosenUid, invalidArgument } from '../domain/args.ts';
 import { ApiError, duplicateUid, limitReached } from '../domain/errors.ts';
 import { randomToken } from '../domain/keys.ts';
 import {
@@ -156,8 +156,7 @@ async function checkPostbackUrl(services: Services, url: string | undefined): Pr
 }
 
 export async function createMailbox(services: Services, account: Account, input: MailboxInput): Promise<MailboxWithSecret> {
-  const uid = input.uid !== undefined && input.uid !== '' ? input.uid : randomUUID();
-  checkLength('uid', uid, MAILBOX_LIMITS.uidChars);
+  const uid = checkChosenUid('uid', input.uid, MAILBOX_LIMITS.uidChars) ?? randomUUID();
   const columns = mailboxColumns(services, input);
   await checkMailboxHost(services, columns.host);
   await checkPostbackUrl(services, columns.postback_url);

@@ -80,10 +80,9 @@ export function projectUrl(services: Services, project: Pick<Project, 'uid'>): s
 
 export async function createProject(services: Services, account: Account, input: { name: string; uid?: string }): Promise<CreatedProject> {
   checkName('name', input.name, MAX_PROJECT_NAME);
-  checkChosenUid('uid', input.uid, MAX_PROJECT_UID);
+  const uid = checkChosenUid('uid', input.uid, MAX_PROJECT_UID) ?? randomUUID();
   const now = services.clock.now();
   const apiKey = generateApiKey();
-  const uid = input.uid && input.uid !== '' ? input.uid : randomUUID();
   const project = await services.store.write(async (trx) => {
     if (await findProjectByUid(trx, account.id, uid)) throw duplicateUid(uid);
     if ((await countProjects(trx, account.id)) >= MAX_PROJECTS_PER_ACCOUNT) {

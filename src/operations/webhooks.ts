@@ -5,8 +5,9 @@
 // dispatcher before every request); an endpoint scoped to a project only receives that project's
 // events.
 import { randomUUID } from 'node:crypto';
-import { invalidArgument } from '../domain/args.ts';
+import { checkChosenUid } from '../domain/args.ts';
 import { ApiError, duplicateUid, limitReached } from '../domain/errors.ts';
+import { reopenInboundEmails } from '../storage/inbound-emails.ts';
 import { listOutbound, listOutboundAttempts, requeueFailedOutbound } from '../storage/outbound.ts';
 import type { OutboundAttempt, OutboundRequest, Webhook } from '../storage/outbound-schema.ts';
 import { findProjectById, findProjectByUid } from '../storage/projects.ts';
@@ -65,8 +66,7 @@ async function requireWebhook(db: Tx, account: Account, uid: string): Promise<We
 }
 
 export async function createWebhook(services: Services, account: Account, input: WebhookInput): Promise<WebhookView & { secret: string }> {
-  const uid = input.uid !== undefined && input.uid !== '' ? input.uid : randomUUID();
-  if (uid.length > WEBHOOK_LIMITS.uidChars) throw invalidArgument('uid', `must be at most ${WEBHOOK_LIMITS.uidChars} characters long`);
+  const uid = checkChosenUid('uid', input.uid, WEBHOOK_LIMITS.uidChars) ?? randomUUID();
   const url = await checkOutboundUrl(services, input.url, WEBHOOK_URL);
   const secret = generateWebhookSecret();
   const now = services.clock.now();
@@ -167,10 +167,18 @@ export async function listDeliveries(services: Services, account: Account, q: De
   }));
 }
 
-/** Puts failed requests of the account back in the queue; returns how many were requeued. */
+/**
+ * Puts failed requests of the account back in the queue; returns how many were requeued. A
+ * requeued postback's email is posting again in the same transaction, so the mailbox watcher
+ * flags it \Seen once the postback is delivered (docs/mailboxes.md).
+ */
 export async function retryDeliveries(services: Services, account: Account, ids: number[]): Promise<number> {
   const now = services.clock.now();
-  const count = await services.store.write((trx) => requeueFailedOutbound(trx, account.id, ids, now));
+  const count = await services.store.write(async (trx) => {
+    const requeued = await requeueFailedOutbound(trx, account.id, ids, now);
+    await reopenInboundEmails(trx, requeued, now);
+    return requeued.length;
+  });
   if (count > 0) services.store.wake('outbound');
   return count;
 }

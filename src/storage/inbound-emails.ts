@@ -18,6 +18,15 @@ export async function listPostingInboundEmails(db: Tx, mailboxId: number, limit:
   return rows.map((r) => ({ ...r, id: Number(r.id), imap_uid: Number(r.imap_uid), outbound_id: Number(r.outbound_id) }));
 }
 
+/**
+ * The failed emails whose postback requests were put back in the queue are posting again, so the
+ * watcher flags them \Seen once a retry is delivered (docs/mailboxes.md, "What the watcher does").
+ */
+export async function reopenInboundEmails(db: Tx, outboundIds: readonly number[], now: number): Promise<void> {
+  if (outboundIds.length === 0) return;
+  await db.updateTable('inbound_emails').set({ state: 'posting', updated_at: now }).where('outbound_id', 'in', outboundIds).where('state', '=', 'failed').execute();
+}
+
 export async function setInboundEmailState(db: Tx, ids: readonly number[], state: 'seen' | 'failed', now: number): Promise<void> {
   if (ids.length === 0) return;
   await db.updateTable('inbound_emails').set({ state, updated_at: now }).where('id', 'in', ids).where('state', '=', 'posting').execute();

@@ -251,16 +251,18 @@ export async function pruneOutbound(db: Tx, opts: { deliveredBefore: number; fai
 }
 
 /** Puts failed requests back in the queue (an operator's or user's "retry now"). */
-export async function requeueFailedOutbound(db: Tx, accountId: number, ids: readonly number[], now: number): Promise<number> {
-  if (ids.length === 0) return 0;
-  const result = await db
+/** Puts the account's failed requests among `ids` back in the queue; returns the ids requeued. */
+export async function requeueFailedOutbound(db: Tx, accountId: number, ids: readonly number[], now: number): Promise<number[]> {
+  if (ids.length === 0) return [];
+  const rows = await db
     .updateTable('outbound_requests')
     .set({ state: 'pending', next_attempt_at: now, attempts: 0, created_at: now, failed_at: null, updated_at: now })
     .where('account_id', '=', accountId)
     .where('state', '=', 'failed')
     .where('id', 'in', ids)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows);
+    .returning('id')
+    .execute();
+  return rows.map((r) => Number(r.id));
 }
 
 // PostgreSQL's bigint columns come back as strings from pg unless parsed; make ids and times numbers.

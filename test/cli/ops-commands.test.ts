@@ -127,6 +127,13 @@ describe('operations commands', () => {
     assert.equal(run('webhook', 'add', 'http://127.0.0.1:9/x', '--events', 'nonsense').code, 2);
     const list = json('webhook', 'list') as Array<{ uid: string }>;
     assert.deepEqual(list.map((w) => w.uid), ['ops-hook']);
+    // A usage error queues nothing: --wait is checked before the test event is queued.
+    for (const wait of ['0', 'abc']) {
+      const bad = run('webhook', 'test', 'ops-hook', '--wait', wait);
+      assert.equal(bad.code, 2, bad.stderr);
+      assert.match(bad.stderr, /--wait expects a whole number/);
+    }
+    assert.deepEqual(json('webhook', 'deliveries', 'ops-hook'), [], 'no test event was queued by a usage error');
     const test = json('webhook', 'test', 'ops-hook');
     assert.equal(test.state, 'pending');
     assert.ok(test.request_id > 0);
@@ -159,6 +166,17 @@ describe('operations commands', () => {
     const human = run('purge');
     assert.equal(human.code, 0);
     assert.match(human.stdout, /^purged: 0 messages/);
+    // A usage error has no effect: --batch is checked before a database is opened, so none is
+    // created where there was none.
+    const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-cli-nodb-'));
+    try {
+      const bad = spawnSync(process.execPath, [BIN, 'purge', '--batch', 'abc', '--data', empty], { env: { ...env, DATABASE_URL: '' }, encoding: 'utf8', timeout: 120_000 });
+      assert.equal(bad.status, 2, bad.stderr);
+      assert.match(bad.stderr, /--batch expects a whole number/);
+      assert.deepEqual(fs.readdirSync(empty), []);
+    } finally {
+      fs.rmSync(empty, { recursive: true, force: true });
+    }
   });
 
   it('backup writes a consistent copy of a SQLite database; PostgreSQL is pointed at pg_dump', () => {

@@ -213,3 +213,60 @@ describe('length limits answer with the limit', () => {
     }
   });
 });
+
+describe('a uid chosen at creation (docs/api/README.md, "Uids")', () => {
+  let t: TestApp;
+  let seed: Seed;
+  before(async () => {
+    // No background work: the mailbox is never connected to, the webhook never posted to.
+    t = await startTestApp({ background: false, config: { allowPrivateWebhooks: true } });
+    seed = await t.seed();
+  });
+  after(() => t.close());
+
+  const creates = [
+    ['create_project', { name: 'P' }],
+    ['create_webhook', { url: 'http://127.0.0.1:9/hook' }],
+    ['create_mailbox', { host: '127.0.0.1', username: 'u', password: 'p', postback_url: 'http://127.0.0.1:9/in' }],
+  ] as const;
+
+  const counts = async () => ({
+    projects: (await t.call('list_projects', { api_key: seed.accountKey })).body.data.projects.length,
+    webhooks: (await t.call('list_webhooks', { api_key: seed.accountKey })).body.data.webhooks.length,
+    mailboxes: (await t.call('list_mailboxes', { api_key: seed.accountKey })).body.data.mailboxes.length,
+  });
+
+  it('a blank uid is refused by every create method that takes one, 406 naming it, and nothing is stored', async () => {
+    const before = await counts();
+    for (const [method, args] of creates) {
+      for (const blank of ['   ', ' \t\n ']) {
+        const r = await t.call(method, { api_key: seed.accountKey, arguments: { ...args, uid: blank } });
+        assert.equal(r.status, 406, `${method} ${JSON.stringify(blank)}: ${JSON.stringify(r.body)}`);
+        assert.equal(r.body.response.status, 'call_error');
+        assert.match(r.body.response.message, /argument "uid" must not be blank/, method);
+      }
+    }
+    assert.deepEqual(await counts(), before);
+    // "" still means absent: one is generated.
+    const generated = await t.call('create_webhook', { api_key: seed.accountKey, arguments: { url: 'http://127.0.0.1:9/hook', uid: '' } });
+    assert.equal(generated.status, 200);
+    assert.match(generated.body.data.webhook.uid, /^[0-9a-f-]{36}$/);
+    assert.equal((await t.call('delete_webhook', { api_key: seed.accountKey, arguments: { uid: generated.body.data.webhook.uid } })).status, 200);
+  });
+
+  it('a uid is kept as given, spaces and all, and every method names it the same way', async () => {
+    const uid = ' spaced uid ';
+    for (const [method, args] of creates) {
+      const r = await t.call(method, { api_key: seed.accountKey, arguments: { ...args, uid } });
+      assert.equal(r.status, 200, `${method}: ${JSON.stringify(r.body)}`);
+    }
+    const byUid = { api_key: seed.accountKey, arguments: { uid } };
+    for (const method of ['get_project', 'rotate_project_key', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'get_mailbox', 'rotate_mailbox_secret', 'delete_mailbox']) {
+      const r = await t.call(method, byUid);
+      assert.equal(r.status, 200, `${method}: ${JSON.stringify(r.body)}`);
+    }
+    assert.deepEqual(await counts(), { projects: 2, webhooks: 0, mailboxes: 0 });
+    // The trimmed spelling is another uid.
+    assert.equal((await t.call('get_project', { api_key: seed.accountKey, arguments: { uid: uid.trim() } })).status, 404);
+  });
+});

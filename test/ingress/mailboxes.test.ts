@@ -235,6 +235,47 @@ describe('inbound mailboxes over IMAP', { skip: dovecotSkip() }, () => {
   });
 });
 
+describe('a postback that failed and was put back in the queue', { skip: dovecotSkip() }, () => {
+  it('flags its email \\Seen once the requeued postback is delivered', async () => {
+    const dovecot = await startDovecot({ users: [user] });
+    const sink = await startHttpSink();
+    let failing = true;
+    sink.answer(() => (failing ? 503 : 200));
+    // One retry 100 ms after the first attempt, then failed: the whole schedule in a moment.
+    const t = await startTestApp({ config: { allowPrivateWebhooks: true, webhookRetrySchedule: '100ms', mailboxPollMs: 200, pollMs: 100 } });
+    try {
+      const seed = await t.seed();
+      const watcher = t.app.background.find((s) => s.name === 'mailboxes') as MailboxWatcher;
+      const uid = await dovecot.append(user, email('Receiver down for a day'));
+      const r = await t.call('create_mailbox', {
+        api_key: seed.accountKey,
+        arguments: { uid: 'requeued', host: '127.0.0.1', port: dovecot.port, username: user.name, password: user.password, tls: false, postback_url: sink.url + '/in' },
+      });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      const deliveries = async (status: string) =>
+        (await t.call('list_webhook_deliveries', { api_key: seed.accountKey, arguments: { kind: 'postback', status } })).body.data.deliveries;
+      const failed = await until('the postback failed', async () => (await deliveries('failed'))[0]);
+      assert.equal(failed.attempts, 2);
+      // The watcher settles it as given up (docs/mailboxes.md, "Failures"): the email stays unseen.
+      await watcher.syncNow();
+      const email0 = await t.app.services.store.db.selectFrom('inbound_emails').select('state').executeTakeFirstOrThrow();
+      assert.equal(email0.state, 'failed');
+      assert.ok(!(await dovecot.flags(user)).get(uid)?.has('\\Seen'), 'not seen after the postback failed');
+
+      failing = false;
+      const requeued = await t.call('retry_webhook_deliveries', { api_key: seed.accountKey, arguments: { ids: [failed.id] } });
+      assert.equal(requeued.body.data.requeued, 1);
+      await until('the requeued postback delivered', async () => (await deliveries('delivered')).length === 1);
+      await until('the email flagged \\Seen', async () => (await dovecot.flags(user)).get(uid)?.has('\\Seen'));
+      assert.equal(sink.requests.length, 3, 'two failed attempts, one delivered');
+    } finally {
+      await t.close();
+      await sink.close();
+      await dovecot.stop();
+    }
+  });
+});
+
 describe('IMAP without IDLE, and TLS', { skip: dovecotSkip() }, () => {
   it('polls a server that does not offer IDLE every --mailbox-poll-ms', async () => {
     const dovecot = await startDovecot({ users: [user], idle: false });

@@ -17,12 +17,10 @@ import {
   listMailboxes,
   rotateMailboxSecret,
   updateMailbox,
-  MAILBOX_LIMITS,
   type MailboxChanges,
 } from '../../../operations/mailboxes.ts';
 import {
   MAX_PROJECT_NAME,
-  MAX_PROJECT_UID,
   MAX_RETENTION_DAYS,
   PROJECT_SETTING_KEYS,
   createProject,
@@ -132,12 +130,6 @@ function readName(args: Args, field: string, maxChars: number, required: boolean
   return value === undefined ? undefined : checkName(field, value, maxChars);
 }
 
-function readUid(args: Args, maxChars: number): string | undefined {
-  const uid = args.string('uid');
-  if (uid !== undefined && uid.length > maxChars) throw args.invalid('uid', `must be at most ${maxChars} characters long`);
-  return uid === '' ? undefined : uid;
-}
-
 function readProjectSettingsArg(args: Args): Partial<ProjectSettings> | undefined {
   const settings = args.object('settings');
   if (!settings) return undefined;
@@ -228,7 +220,7 @@ export const accountMethods = defineMethods([
     data: Type.Object({ project: ProjectWithKeyData }),
     async run({ services, caller, args }) {
       const name = readName(args, 'name', MAX_PROJECT_NAME, true)!;
-      const uid = readUid(args, MAX_PROJECT_UID);
+      const uid = args.string('uid');
       const { project, apiKey } = await createProject(services, caller.account, { name, uid });
       const view = { project, keyPrefix: keyPrefix(apiKey) };
       return { data: { project: { ...presentProject(services, view), api_key: apiKey } } };
@@ -320,7 +312,7 @@ export const accountMethods = defineMethods([
       const postbackUrl = args.string('postback_url', { required: true });
       const changes = readMailboxChanges(args);
       const { mailbox, postbackSecret } = await createMailbox(services, caller.account, {
-        uid: readUid(args, MAILBOX_LIMITS.uidChars),
+        uid: args.string('uid'),
         label: changes.label,
         host,
         port: changes.port ?? 993,
