@@ -250,8 +250,7 @@ export async function pruneOutbound(db: Tx, opts: { deliveredBefore: number; fai
   return ids.length;
 }
 
-/** Puts failed requests back in the queue (an operator's or user's "retry now"). */
-/** Puts the account's failed requests among `ids` back in the queue; returns the ids requeued. */
+/** Puts the account's failed requests among `ids` back in the queue (an operator's or user's "retry now"); returns the ids requeued. */
 export async function requeueFailedOutbound(db: Tx, accountId: number, ids: readonly number[], now: number): Promise<number[]> {
   if (ids.length === 0) return [];
   const rows = await db
