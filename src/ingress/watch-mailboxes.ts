@@ -100,7 +100,6 @@ export function createWatcher(services: Services, workerId?: string): MailboxWat
       pokeResolve?.();
     };
     session.setPoke(poke);
-    signal.addEventListener('abort', poke, { once: true });
     client.on('error', (error: Error) => log.warn({ mailbox: mailbox.uid, err: { message: error.message } }, 'IMAP connection error'));
     client.on('close', () => {
       closed = true;
@@ -239,9 +238,13 @@ export function createWatcher(services: Services, workerId?: string): MailboxWat
         done: run.then(() => undefined),
       };
       sessions.set(mailbox.id, session);
+      // The runner's signal is shared by every session: this one's listener goes when it ends.
+      const onStop = () => poke();
+      signal.addEventListener('abort', onStop, { once: true });
       try {
         return await run;
       } finally {
+        signal.removeEventListener('abort', onStop);
         sessions.delete(mailbox.id);
         finishRound();
       }

@@ -20,6 +20,7 @@
 //
 // Every unit may be worked twice (a lease can end under slow work, a process can die between the
 // work and its finish): jobs make repeats harmless (fixed Message-IDs, event ids).
+import { setMaxListeners } from 'node:events';
 import type { Logger } from 'pino';
 import type { BackgroundService, Services } from '../services.ts';
 import type { WakeChannel } from '../storage/store.ts';
@@ -28,7 +29,11 @@ import { OutageWatch } from './outage.ts';
 
 /** What a job's work gets besides its unit. */
 export interface UnitContext {
-  /** aborted when the runner stops: long-running units (mailbox sessions) end on it */
+  /**
+   * aborted when the runner stops: long-running units (mailbox sessions) end on it. Shared by
+   * every unit in its slots (one listener each is expected, not a leak): a unit that listens
+   * removes its listener when it ends.
+   */
   readonly signal: AbortSignal;
   /** the job's outage watch: work that reads the database may wait out an outage with it */
   readonly outage: OutageWatch;
@@ -123,6 +128,9 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
   ) {
     this.name = job.name;
     this.log = services.log;
+    // One listener per unit in a slot (UnitContext.signal): as many as the job's slots, more than
+    // Node's warning threshold of 10 for a busy job; the units remove theirs.
+    setMaxListeners(0, this.abort.signal);
     this.outage = new OutageWatch(services.log, job.name);
   }
 
