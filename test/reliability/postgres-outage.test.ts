@@ -153,6 +153,12 @@ describe('PostgreSQL stopped and started under a send load', { skip, timeout: 30
         `delivery paused ${paused} time(s), resumed ${resumed}; first 503: ${unavailable[0]}`,
     );
     assert.ok(paused <= 2, `the outage is logged once per job (delivery logged it ${paused} times)`);
+    // The API's 503s are logged once, then at most once per 10 s with their count: not a line each.
+    const lines503 = service.lines.filter((l) => l.msg === 'database unavailable: answered 503');
+    const answered503 = lines503.reduce((n, l) => n + Number(l.answered), 0);
+    assert.ok(lines503.length >= 1, 'the 503s are logged');
+    assert.ok(lines503.length <= Math.ceil((Date.now() - stoppedAt) / 10_000) + 1, `${lines503.length} log lines for ${unavailable.length} 503s`);
+    assert.ok(answered503 >= lines503.length && answered503 <= unavailable.length, `the lines count ${answered503} of ${unavailable.length} 503s`);
     assert.deepEqual(await service.stop(), { code: 0, signal: null });
   });
 });

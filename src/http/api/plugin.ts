@@ -48,7 +48,8 @@ export async function postageAppApi(app: FastifyInstance, opts: { services: Serv
     request.posthornMethod = match[2];
   });
 
-  app.post('/*', (request, reply) => handleApiCall(services, request, reply));
+  const unavailable = outageLog();
+  app.post('/*', (request, reply) => handleApiCall(services, request, reply, unavailable));
 
   app.setNotFoundHandler((request, reply) => sendError(reply, null, new ApiError('not_found', `No such path: ${request.method} ${request.url.split('?')[0]}`)));
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
@@ -63,7 +64,33 @@ export async function postageAppApi(app: FastifyInstance, opts: { services: Serv
   });
 }
 
-async function handleApiCall(services: Services, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+/** How often, at most, the API logs the 503s of a database outage (with how many it answered). */
+const OUTAGE_LOG_MS = 10_000;
+
+/**
+ * The warning of the 503s answered while the database is unavailable: the first one of an
+ * outage at once, then one line per OUTAGE_LOG_MS with how many were answered since (an outage
+ * under load answers thousands; docs/operations.md, "When the database is away").
+ */
+function outageLog(): (request: FastifyRequest, method: string | undefined, cause: string) => void {
+  let lastAt = 0;
+  let since = 0;
+  return (request, method, cause) => {
+    since++;
+    const now = Date.now();
+    if (now - lastAt < OUTAGE_LOG_MS) return;
+    request.log.warn({ method, cause, answered: since }, 'database unavailable: answered 503');
+    lastAt = now;
+    since = 0;
+  };
+}
+
+async function handleApiCall(
+  services: Services,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  unavailable: (request: FastifyRequest, method: string | undefined, cause: string) => void,
+): Promise<void> {
   const methodName = request.posthornMethod;
   if (methodName === undefined) {
     return sendError(reply, null, new ApiError('not_found', `No such path: ${request.url.split('?')[0]}. API calls go to /v.1.1/<method>.`));
@@ -99,7 +126,7 @@ async function handleApiCall(services: Services, request: FastifyRequest, reply:
     return sendOk(reply, uid, result);
   } catch (error) {
     if (storeUnavailableIn(error)) {
-      request.log.warn({ method: methodName, cause: (error as Error).message }, 'database unavailable: answered 503');
+      unavailable(request, methodName, (error as Error).message);
     } else if (!(error instanceof ApiError)) {
       request.log.error({ err: error, method: methodName }, 'operation failed unexpectedly');
     }
