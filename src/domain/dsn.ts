@@ -68,16 +68,21 @@ export function parseDeliveryStatus(text: string): DeliveryStatus {
     reportingMta: stripType(perMessage?.get('reporting-mta')),
     recipients: perRecipient
       .filter((g) => g.has('final-recipient') || g.has('action') || g.has('status'))
+      // A Status that is no RFC 3463 code (its class 2, 4 or 5) makes the group unreadable: not acted on.
+      .filter((g) => !g.has('status') || VALID_STATUS.test(g.get('status')!))
       .map((g) => ({
         finalRecipient: stripType(g.get('final-recipient')),
         originalRecipient: stripType(g.get('original-recipient')),
         action: g.get('action')?.toLowerCase().split(/\s/)[0] ?? null,
-        status: /^\d\.\d{1,3}\.\d{1,3}/.exec(g.get('status') ?? '')?.[0] ?? null,
+        status: VALID_STATUS.exec(g.get('status') ?? '')?.[0] ?? null,
         diagnosticCode: stripType(g.get('diagnostic-code')),
         remoteMta: stripType(g.get('remote-mta')),
       })),
   };
 }
+
+/** RFC 3463: class.subject.detail, the class 2 (success), 4 (persistent transient) or 5 (permanent). */
+const VALID_STATUS = /^[245]\.\d{1,3}\.\d{1,3}/;
 
 /** "rfc822; a@b.c" -> "a@b.c" */
 function stripType(value: string | undefined): string | null {

@@ -77,6 +77,9 @@ describe('delivery status notifications', () => {
     assert.equal(one('Action: relayed\nStatus: 2.0.0').outcome, 'ignore');
     assert.equal(one('Action: failed\nDiagnostic-Code: smtp; 550 no').severity, 'hard', 'class from the SMTP code when Status is absent');
     assert.equal(classifyDeliveryStatus(parseDeliveryStatus('')).outcome, 'ignore');
+    // A Status that is no RFC 3463 code: the report is not read as a failure.
+    assert.equal(one('Action: failed\nStatus: 9.9.9.9.9').outcome, 'ignore');
+    assert.equal(one('Action: failed\nStatus: banana').outcome, 'ignore');
   });
 
   it('reads plain-text bounces conservatively', () => {
