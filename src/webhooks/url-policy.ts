@@ -121,7 +121,11 @@ function isPublicV6(ip: string): boolean {
   const embeddedV4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
   if (g.slice(0, 6).every((x) => x === 0)) return false; // ::, ::1, IPv4-compatible (deprecated)
   if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return isPublicV4(embeddedV4(g[6], g[7])); // ::ffff:a.b.c.d
+  if (g.slice(0, 4).every((x) => x === 0) && g[4] === 0xffff && g[5] === 0) return isPublicV4(embeddedV4(g[6], g[7])); // ::ffff:0:a.b.c.d (SIIT)
   if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return isPublicV4(embeddedV4(g[6], g[7])); // NAT64
+  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) return false; // local-use NAT64 (RFC 8215): translated on this network
+  if (g[0] === 0x2001 && g[1] === 0) return false; // Teredo: a tunnel to an IPv4 address it hides
+  if (g[0] === 0x100 && g.slice(1, 4).every((x) => x === 0)) return false; // discard-only (RFC 6666)
   if (g[0] === 0x2002) return isPublicV4(embeddedV4(g[1], g[2])); // 6to4
   if ((g[0] & 0xffc0) === 0xfe80) return false; // link-local
   if ((g[0] & 0xffc0) === 0xfec0) return false; // site-local (deprecated)
