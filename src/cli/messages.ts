@@ -42,8 +42,8 @@ async function message({ config, args, flags }: CommandInput): Promise<number> {
         return 0;
       }
       case 'show': {
-        if (!uid) throw new UsageError('message show needs the message UID');
-        const found = await ops.findProjectMessage(services, project, uid);
+        if (!uid) throw new UsageError('message show needs the message UID (or its id)');
+        const found = await ops.findProjectMessageByUidOrId(services, project, uid);
         const view = await ops.getMessageView(services, found, project);
         const out = {
           uid: view.message.uid,
@@ -87,7 +87,7 @@ export const messageCommands: CliCommand[] = [
     name: 'message',
     usage: [
       'message find [--recipient TEXT] [--subject TEXT] [--template SLUG] [--status S] [--since DATE] [--uid UID] [--project UID] [--json]',
-      'message show UID [--project UID] [--json]   every recipient with its timeline',
+      'message show UID|ID [--project UID] [--json]   every recipient with its timeline',
     ],
     description: 'Messages of a project: newest first, 50 at a time (--cursor for the next page).',
     flags: ['json', 'account', 'project', 'recipient', 'subject', 'template', 'status', 'since', 'uid', 'cursor'],

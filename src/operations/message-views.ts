@@ -139,6 +139,21 @@ export async function findProjectMessage(services: Services, project: Project, u
   return message;
 }
 
+/**
+ * A project's message by uid or, when no uid is that text, by the id the API, the dashboard's URL
+ * and SMTP submission's reply give (`queued as 4`): the CLI's way to name one (docs/cli.md).
+ */
+export async function findProjectMessageByUidOrId(services: Services, project: Project, text: string): Promise<Message> {
+  try {
+    return await findProjectMessage(services, project, text);
+  } catch (error) {
+    if (!(error instanceof ApiError) || !/^\d{1,15}$/.test(text)) throw error;
+    const message = await findMessageWithPayload(services.store.db, Number(text));
+    if (!message || Number(message.project_id) !== project.id) throw error;
+    return message;
+  }
+}
+
 export interface MessageContent {
   subject: string | null;
   from: string | null;

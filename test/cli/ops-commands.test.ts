@@ -157,6 +157,9 @@ describe('operations commands', () => {
     assert.equal(human.code, 0, human.stderr);
     assert.match(human.stdout, /^ada@example\.test: queued$/m);
     assert.equal(run('message', 'show', 'no-such-uid', '--project', projectUid).code, 1);
+    // By the id the API and SMTP submission give, too.
+    assert.equal(json('message', 'show', String(sent.id), '--project', projectUid).uid, sent.uid);
+    assert.equal(run('message', 'show', '999999', '--project', projectUid).code, 1);
     assert.equal(run('send', '--project', projectUid, '--text', 'x').code, 2, 'send needs --to');
   });
 
