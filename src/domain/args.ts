@@ -8,7 +8,7 @@ import { ApiError, callError } from './errors.ts';
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
 
-/** How a wrong value is named in an error: "an array", "null", else "a <typeof>" (so "a object", as answered so far). */
+/** How a wrong value is named in an error: "an array", "null", "an object", a number or boolean as itself, else "a <typeof>". */
 export function describeJsonType(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
   if (value === null) return 'null';
