@@ -167,14 +167,14 @@ describe('events of real flows match their schemas', () => {
     assert.ok(of('delivered', 'ann@example.test'));
     assert.ok(of('retry', 'later@example.test')?.next_attempt_at);
     assert.ok(of('bounced', 'gone@example.test'), 'a 5.1.1 reply is a hard bounce');
-    assert.ok(of('bounced', 'policy@example.test'), 'a 5.7.1 reply');
+    assert.ok(of('failed', 'policy@example.test') && !of('bounced', 'policy@example.test'), 'a 5.7.1 policy refusal fails the copy and is no bounce');
     assert.equal(of('failed', 'gone@example.test')?.host, null, 'a suppressed address is failed without a connection');
     assert.equal(of('bounced', 'bob@example.test')?.bounce_type, 'hard', 'the bounce mail');
     assert.equal(of('bounced', 'bob@example.test')?.previous_status, 'completed');
     // Global and recipient variables merged, in every kind (docs/webhooks.md, "variables").
     for (const kind of ['delivered', 'opened', 'clicked']) assert.deepEqual(of(kind, 'ann@example.test')?.variables, { greeting: 'Hello', name: 'Ann' }, kind);
     assert.deepEqual(of('bounced', 'bob@example.test')?.variables, globals);
-    assert.deepEqual(of('bounced', 'policy@example.test')?.variables, { greeting: 'Hello', name: 'Pol' });
+    assert.deepEqual(of('failed', 'policy@example.test')?.variables, { greeting: 'Hello', name: 'Pol' });
     assert.deepEqual(of('failed', 'gone@example.test')?.variables, { greeting: 'Hello', name: 'Gone' });
     assert.deepEqual(of('cancelled', 'held@example.test')?.variables, { greeting: 'Hello', name: 'Held' });
     assert.equal(of('clicked', 'ann@example.test')?.url, 'https://example.com/x');
