@@ -131,11 +131,11 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
 
   /** recipient -> suppressed -> route -> compose -> send: the attempt's outcome. */
   async function attempt(t: ClaimedTransmission, context: MessageContext, started: number): Promise<DeliveryOutcome> {
-    const recipient = envelopeAddress(context.payload.recipientOverride ?? t.recipient);
+    // The address as written (the API's form), and as the envelope carries it (the domain in ASCII).
+    const written = context.payload.recipientOverride ?? t.recipient;
+    const recipient = envelopeAddress(written);
     if (!recipient) return localOutcome('failed', 'INVALID_RECIPIENT', `not a deliverable address: ${t.recipient}`, started);
 
-    // The address as written, as bounces record it (decide): not the envelope's ASCII form.
-    const written = context.payload.recipientOverride ?? t.recipient;
     const suppression = await findActiveSuppression(store.db, t.project_id, written, clock.now());
     if (suppression) {
       const why = suppression.status === 'rejected' ? 'on the suppression list' : `suppressed until ${formatIsoTime(suppression.blocked_until)}`;
@@ -162,10 +162,10 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     }
     // The To line names the recipient as written, its domain in the ASCII form the envelope uses
     // (docs/delivery.md, "SMTP"): an IDN domain needs no SMTPUTF8 in the header either.
-    const toHeader = composed.addressed ? null : context.payload.recipientOverride ? (envelopeAddress(t.recipient)?.address ?? t.recipient) : recipient.address;
-    const raw = addressedMime(composed, toHeader ?? t.recipient, t.recipient_name);
+    const toAddress = written === t.recipient ? recipient.address : (envelopeAddress(t.recipient)?.address ?? t.recipient);
+    const raw = addressedMime(composed, toAddress, t.recipient_name);
     const from = returnPathFor(config.bounceDomain, t.id, verpTagKey(services));
-    const needs = transmissionExtensionNeeds(composed.needs, from, recipient.address, toHeader);
+    const needs = transmissionExtensionNeeds(composed.needs, from, recipient.address, composed.addressed ? null : toAddress);
     const envelope = { from, to: recipient.address, smtpUtf8: needs.smtpUtf8, eightBitMime: needs.eightBitMime };
     const sent = await smtp.sendVia(route.destinations, envelope, raw, composed.dkim);
     return replyOutcome(sent, sent.host || null, started, sent.tls ?? null, false);

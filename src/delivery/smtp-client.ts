@@ -262,16 +262,11 @@ function releaseFailedConnects(): void {
   proto[RELEASE_MARK] = true;
   const original = proto.connect as (this: PoolResource, callback: (err: Error | null) => void) => void;
   proto.connect = function connectOrRelease(this: PoolResource, callback: (err: Error | null) => void): void {
-    let connected = false;
     original.call(this, (err: Error | null) => {
-      // Only getSocket's errors come here before the resource has a connection of its own.
-      if (err && !connected && !(this as unknown as { connection?: unknown }).connection) {
-        connected = true;
-        this.emit('error', err);
-        return;
-      }
-      connected = true;
-      callback(err);
+      // Only getSocket's errors come here before the resource has a connection of its own; the
+      // connection's errors the resource emits itself.
+      if (err && !(this as unknown as { connection?: unknown }).connection) this.emit('error', err);
+      else callback(err);
     });
   };
 }

@@ -69,10 +69,7 @@ export async function composeMime(
   const from = checkRenderedHeader('From', render(payload.from, 'header', 'From header'));
   // A From with {{variables}} is checked at acceptance only for line breaks (domain/send-request.ts):
   // rendered, it must still be exactly one address, or the copy fails (no retry can fix it).
-  if (from !== undefined && payload.from?.includes('{{')) {
-    const problem = singleMailboxProblem(from);
-    if (problem !== null) throw new HeaderValueError('call_error', `The From header after variable substitution is not one address (${problem}): ${JSON.stringify(from.slice(0, 200))}.`);
-  }
+  if (from !== undefined && payload.from?.includes('{{')) checkRenderedAddresses('From', from, singleMailboxProblem, 'one address');
   let html = render(payload.html, 'html', 'HTML part');
   if (html !== undefined && opts.transformHtml) html = opts.transformHtml(html);
   html = crlfLineEnds(html);
@@ -82,10 +79,7 @@ export async function composeMime(
     if (name.toLowerCase() === 'to') continue;
     const rendered = checkRenderedHeader(name, render(value, 'header', `${name} header`))!;
     // A Reply-To with {{variables}} is checked here, once rendered (domain/send-request.ts): it must be addresses.
-    if (value.includes('{{') && name.toLowerCase() === 'reply-to') {
-      const problem = mailboxListProblem(rendered);
-      if (problem !== null) throw new HeaderValueError('call_error', `The Reply-To header after variable substitution is not a list of addresses (${problem}): ${JSON.stringify(rendered.slice(0, 200))}.`);
-    }
+    if (value.includes('{{') && name.toLowerCase() === 'reply-to') checkRenderedAddresses('Reply-To', rendered, mailboxListProblem, 'a list of addresses');
     headers[name] = headerWithinLines(name, rendered);
   }
   const subject = checkRenderedHeader('Subject', render(payload.subject, 'header', 'Subject header'));
@@ -115,6 +109,15 @@ export async function composeMime(
   const tree = compileMail(mail);
   const mime = buildMimeNow(tree) ?? (await tree.build());
   return { mime, fromAddress: firstAddress(from) };
+}
+
+/**
+ * An address header whose {{variables}} acceptance could not check (domain/send-request.ts), as
+ * rendered for this copy: `problemOf` its defect, or the copy fails (no retry can fix it).
+ */
+function checkRenderedAddresses(header: string, rendered: string, problemOf: (value: string) => string | null, expected: string): void {
+  const problem = problemOf(rendered);
+  if (problem !== null) throw new HeaderValueError('call_error', `The ${header} header after variable substitution is not ${expected} (${problem}): ${JSON.stringify(rendered.slice(0, 200))}.`);
 }
 
 /** RFC 5322 2.1.1: a line of a message is at most 998 octets, its CRLF not counted. */

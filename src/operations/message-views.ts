@@ -121,9 +121,9 @@ export async function searchMessages(services: Services, project: Project, filte
 
 /** A message and its project, if the viewer may see it; not_found otherwise (never telling which). */
 export async function findViewerMessage(services: Services, viewer: Viewer, idText: string): Promise<{ message: Message; project: Project }> {
-  const id = /^\d{1,15}$/.test(idText) ? Number(idText) : 0;
-  const notFound = new ApiError('not_found', id > 0 ? `Message ${id} not found.` : `No message has the id ${JSON.stringify(idText.slice(0, 40))}: ids are whole numbers.`);
-  if (id <= 0) throw notFound;
+  const id = messageIdOf(idText);
+  const notFound = new ApiError('not_found', id !== null ? `Message ${id} not found.` : `No message has the id ${JSON.stringify(idText.slice(0, 40))}: ids are whole numbers.`);
+  if (id === null) throw notFound;
   const message = await findMessageWithPayload(services.store.db, id);
   if (!message) throw notFound;
   const project = await findProjectById(services.store.db, Number(message.project_id));
@@ -139,6 +139,12 @@ export async function findProjectMessage(services: Services, project: Project, u
   return message;
 }
 
+/** A message id written as text (a URL's, a command's argument), or null when it is none. */
+function messageIdOf(text: string): number | null {
+  const id = /^\d{1,15}$/.test(text) ? Number(text) : 0;
+  return id > 0 ? id : null;
+}
+
 /**
  * A project's message by uid or, when no uid is that text, by the id the API, the dashboard's URL
  * and SMTP submission's reply give (`queued as 4`): the CLI's way to name one (docs/cli.md).
@@ -147,8 +153,9 @@ export async function findProjectMessageByUidOrId(services: Services, project: P
   try {
     return await findProjectMessage(services, project, text);
   } catch (error) {
-    if (!(error instanceof ApiError) || !/^\d{1,15}$/.test(text)) throw error;
-    const message = await findMessageWithPayload(services.store.db, Number(text));
+    const id = messageIdOf(text);
+    if (!(error instanceof ApiError) || id === null) throw error;
+    const message = await findMessageWithPayload(services.store.db, id);
     if (!message || Number(message.project_id) !== project.id) throw error;
     return message;
   }
