@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import nodemailer from 'nodemailer';
 import type { Logger } from 'pino';
 import type { Config } from '../../src/config.ts';
 import type { SubmissionListener } from '../../src/smtp/submission.ts';
@@ -45,6 +46,11 @@ export interface SubmissionHarness {
   /** messages rows of the project, newest last */
   messages(): Promise<Array<{ id: number; uid: string; subject: string | null; from_address: string | null; recipient_count: number; payload: string }>>;
   transmissions(messageId: number): Promise<Array<{ recipient: string; status: string; result_code: string | null }>>;
+  /**
+   * A Nodemailer client of the listener: STARTTLS required and the harness's certificate trusted,
+   * the seeded project's credentials unless others are given; `secure` for the implicit-TLS port.
+   */
+  client(opts?: { secure?: boolean; user?: string; pass?: string; ignoreTLS?: boolean; pool?: boolean }): nodemailer.Transporter;
   close(): Promise<void>;
 }
 
@@ -99,6 +105,22 @@ export async function startSubmissionHarness(
         .where('message_id', '=', messageId)
         .orderBy('id')
         .execute()) as any;
+    },
+    client(opts = {}) {
+      const secure = opts.secure ?? false;
+      return nodemailer.createTransport({
+        host: '127.0.0.1',
+        port: secure ? (tlsPort as number) : (port as number),
+        secure,
+        requireTLS: !secure && !opts.ignoreTLS,
+        ignoreTLS: opts.ignoreTLS ?? false,
+        tls: { ca: cert.certPem, servername: 'localhost' },
+        auth: { user: opts.user ?? seed.projectUid, pass: opts.pass ?? seed.projectKey },
+        connectionTimeout: 10_000,
+        greetingTimeout: 10_000,
+        socketTimeout: 30_000,
+        ...(opts.pool ? { pool: true, maxConnections: 1 } : {}),
+      });
     },
     async close() {
       await t.close();

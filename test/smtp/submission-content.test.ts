@@ -30,17 +30,7 @@ describe('the content of a message submitted over SMTP', () => {
   });
 
   async function submit(mail: nodemailer.SendMailOptions): Promise<number> {
-    const t = nodemailer.createTransport({
-      host: '127.0.0.1',
-      port: h.port,
-      secure: false,
-      requireTLS: true,
-      tls: { ca: h.cert.certPem, servername: 'localhost' },
-      auth: { user: h.seed.projectUid, pass: h.seed.projectKey },
-      connectionTimeout: 10_000,
-      greetingTimeout: 10_000,
-      socketTimeout: 30_000,
-    });
+    const t = h.client();
     try {
       const info = await t.sendMail(mail);
       return Number(/queued as (\d+)/.exec(info.response)![1]);

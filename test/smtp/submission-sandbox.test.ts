@@ -14,7 +14,6 @@
 // the sandbox did not use works.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import nodemailer from 'nodemailer';
 import { startHttpSink, verifyWebhookSignature, type HttpSink } from '../helpers/http-sink.ts';
 import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 import { startSubmissionHarness, type SubmissionHarness } from './harness.ts';
@@ -102,17 +101,7 @@ describe('sandbox projects: SMTP submission and the API, through to webhooks', (
   }
 
   async function submitSmtp(project: Project, uid: string, to: string[] = RECIPIENTS): Promise<void> {
-    const transport = nodemailer.createTransport({
-      host: '127.0.0.1',
-      port: h.port,
-      secure: false,
-      requireTLS: true,
-      tls: { ca: h.cert.certPem, servername: 'localhost' },
-      auth: { user: project.uid, pass: project.key },
-      connectionTimeout: 10_000,
-      greetingTimeout: 10_000,
-      socketTimeout: 30_000,
-    });
+    const transport = h.client({ user: project.uid, pass: project.key });
     try {
       const info = await transport.sendMail({ from: 'app@example.test', to, subject: 'Sandbox', text: 'Hello from the sandbox', headers: { 'X-Posthorn-Uid': uid } });
       assert.match(info.response, /^250 /);

@@ -53,19 +53,7 @@ describe('tracking of mail submitted over SMTP', () => {
     await h?.close();
   });
 
-  function transport() {
-    return nodemailer.createTransport({
-      host: '127.0.0.1',
-      port: h.port,
-      secure: false,
-      requireTLS: true,
-      tls: { ca: h.cert.certPem, servername: 'localhost' },
-      auth: { user: h.seed.projectUid, pass: h.seed.projectKey },
-      connectionTimeout: 10_000,
-      greetingTimeout: 10_000,
-      socketTimeout: 30_000,
-    });
-  }
+  const transport = () => h.client();
 
   async function submit(mail: nodemailer.SendMailOptions): Promise<string> {
     const t = transport();

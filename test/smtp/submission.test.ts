@@ -22,21 +22,7 @@ describe('SMTP submission with Nodemailer', () => {
     await h?.close();
   });
 
-  function transport(opts: { secure?: boolean; user?: string; pass?: string; ignoreTLS?: boolean } = {}) {
-    const secure = opts.secure ?? false;
-    return nodemailer.createTransport({
-      host: '127.0.0.1',
-      port: secure ? (h.tlsPort as number) : h.port,
-      secure,
-      requireTLS: !secure && !opts.ignoreTLS,
-      ignoreTLS: opts.ignoreTLS ?? false,
-      tls: { ca: h.cert.certPem, servername: 'localhost' },
-      auth: { user: opts.user ?? h.seed.projectUid, pass: opts.pass ?? h.seed.projectKey },
-      connectionTimeout: 10_000,
-      greetingTimeout: 10_000,
-      socketTimeout: 30_000,
-    });
-  }
+  const transport = (opts: { secure?: boolean; user?: string; pass?: string; ignoreTLS?: boolean } = {}) => h.client(opts);
 
   async function sendExpectingError(t: ReturnType<typeof transport>, mail: nodemailer.SendMailOptions): Promise<any> {
     try {
@@ -248,15 +234,7 @@ describe('SMTP submission with Nodemailer', () => {
   it('stops an open session sending once its project is disabled (the key checked again for each message)', async () => {
     const other = await h.t.seed('Open session');
     // One pooled connection: both messages go over the same authenticated session.
-    const pooled = nodemailer.createTransport({
-      host: '127.0.0.1',
-      port: h.port,
-      requireTLS: true,
-      tls: { ca: h.cert.certPem, servername: 'localhost' },
-      auth: { user: other.projectUid, pass: other.projectKey },
-      pool: true,
-      maxConnections: 1,
-    });
+    const pooled = h.client({ user: other.projectUid, pass: other.projectKey, pool: true });
     try {
       const first = await pooled.sendMail({ from: 'a@example.test', to: 'b@example.test', text: 'first' });
       assert.match(first.response, /^250 /);
