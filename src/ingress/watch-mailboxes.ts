@@ -175,7 +175,7 @@ export function createWatcher(services: Services, workerId?: string): MailboxWat
     return { kind: 'released', mailboxId: mailbox.id };
   }
 
-  /** Postbacks that got their 2xx: flag their emails \Seen (only now); given-up ones: failed. */
+  /** Postbacks that got their 2xx: flag their emails \Seen (only now); given-up ones: failed (unless requeued since the read: storage/inbound-emails.ts). */
   async function settle(client: ImapFlow, mailbox: Mailbox, uidValidity: string): Promise<void> {
     const { delivered, failed } = await findFinishedPostbacks(services, mailbox.id);
     const here = delivered.filter((e) => e.uid_validity === uidValidity);

@@ -8,7 +8,7 @@
 import { postbackRefOf } from '../domain/outbound-refs.ts';
 import type { Mailbox } from '../storage/schema.ts';
 import { advanceMailboxPosition, claimDueMailboxRows, extendMailboxLeases, findLeasedMailboxFailures, findMailboxHeldBy, updateLeasedMailbox } from '../storage/mailboxes.ts';
-import { insertInboundEmail, listPostingInboundEmails, setInboundEmailState } from '../storage/inbound-emails.ts';
+import { insertInboundEmail, listPostingInboundEmails, markInboundEmailsFailed, markInboundEmailsSeen } from '../storage/inbound-emails.ts';
 import type { InboundEmail } from '../storage/outbound-schema.ts';
 import { enqueueOutbound, outboundStates } from './outbound-requests.ts';
 import { signPostback } from '../domain/signatures.ts';
@@ -167,7 +167,12 @@ export async function findFinishedPostbacks(services: Services, mailboxId: numbe
   };
 }
 
+/**
+ * Records what settling found: `seen` (flagged \Seen on the server) or `failed` (the postback gave
+ * up; not when the request was put back in the queue since it was read: storage/inbound-emails.ts).
+ */
 export async function markInboundEmails(services: Services, ids: readonly number[], state: 'seen' | 'failed'): Promise<void> {
+  if (ids.length === 0) return;
   const now = services.clock.now();
-  await services.store.write((trx) => setInboundEmailState(trx, ids, state, now));
+  await services.store.write((trx) => (state === 'seen' ? markInboundEmailsSeen(trx, ids, now) : markInboundEmailsFailed(trx, ids, now)));
 }

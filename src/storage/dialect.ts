@@ -106,3 +106,13 @@ export function takesArrayParameters(db: Kysely<any>): boolean {
 export function skippingLocked<DB, TB extends keyof DB, O>(qb: SelectQueryBuilder<DB, TB, O>, db: Kysely<any>): SelectQueryBuilder<DB, TB, O> {
   return db.getExecutor().adapter instanceof PostgresAdapter ? qb.forUpdate().skipLocked() : qb;
 }
+
+/**
+ * A read that holds the rows it returns against writers until the transaction ends, waiting for a
+ * writer already at them (PostgreSQL FOR SHARE: a later statement of the same transaction, with
+ * its fresh snapshot, then sees what that writer committed). SQLite's single writer makes it moot:
+ * nothing commits between two statements of a write transaction.
+ */
+export function holdingRows<DB, TB extends keyof DB, O>(qb: SelectQueryBuilder<DB, TB, O>, db: Kysely<any>): SelectQueryBuilder<DB, TB, O> {
+  return db.getExecutor().adapter instanceof PostgresAdapter ? qb.forShare() : qb;
+}

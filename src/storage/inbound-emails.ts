@@ -1,6 +1,8 @@
 // Inbound emails: one row per email the watcher took from a mailbox and handed to a postback. The
 // row ties the IMAP position (uid_validity, imap_uid) to the outbound request; \Seen is set on the
 // server only once that request is delivered (2xx).
+import { sql } from 'kysely';
+import { holdingRows } from './dialect.ts';
 import type { InboundEmail } from './outbound-schema.ts';
 import type { Tx } from './store.ts';
 
@@ -27,7 +29,42 @@ export async function reopenInboundEmails(db: Tx, outboundIds: readonly number[]
   await db.updateTable('inbound_emails').set({ state: 'posting', updated_at: now }).where('outbound_id', 'in', outboundIds).where('state', '=', 'failed').execute();
 }
 
-export async function setInboundEmailState(db: Tx, ids: readonly number[], state: 'seen' | 'failed', now: number): Promise<void> {
+/** Emails whose postback was delivered and whose \Seen flag is set on the server. */
+export async function markInboundEmailsSeen(db: Tx, ids: readonly number[], now: number): Promise<void> {
   if (ids.length === 0) return;
-  await db.updateTable('inbound_emails').set({ state, updated_at: now }).where('id', 'in', ids).where('state', '=', 'posting').execute();
+  await db.updateTable('inbound_emails').set({ state: 'seen', updated_at: now }).where('id', 'in', ids).where('state', '=', 'posting').execute();
+}
+
+/**
+ * Emails whose postback gave up: `failed`, but only while that request is still failed (or was
+ * pruned) when this writes. The watcher read the request's state earlier, outside any transaction;
+ * a retry_webhook_deliveries that came in between found the email still `posting` (so did not
+ * reopen it) and put the request back in the queue: that requeue wins, and the email stays
+ * `posting`, flagged \Seen once the retry is delivered (docs/mailboxes.md, "Failures").
+ *
+ * On PostgreSQL the requests are held first (holdingRows): a requeue still uncommitted is waited
+ * for, and the UPDATE, with a snapshot taken after it, sees the request pending. Without the hold,
+ * the UPDATE's snapshot could predate a requeue that commits before it reaches the email's row.
+ */
+export async function markInboundEmailsFailed(db: Tx, ids: readonly number[], now: number): Promise<void> {
+  if (ids.length === 0) return;
+  const requests = db.selectFrom('inbound_emails').select('outbound_id').where('id', 'in', ids);
+  await holdingRows(db.selectFrom('outbound_requests').select('id').where('id', 'in', requests), db).execute();
+  await db
+    .updateTable('inbound_emails')
+    .set({ state: 'failed', updated_at: now })
+    .where('id', 'in', ids)
+    .where('state', '=', 'posting')
+    .where((eb) =>
+      eb.not(
+        eb.exists(
+          eb
+            .selectFrom('outbound_requests')
+            .select(sql`1`.as('requeued'))
+            .whereRef('outbound_requests.id', '=', 'inbound_emails.outbound_id')
+            .where('outbound_requests.state', '<>', 'failed'),
+        ),
+      ),
+    )
+    .execute();
 }
