@@ -49,7 +49,7 @@ const ERROR_MEANINGS: Record<ErrorStatus, string> = {
   locked: 'the key, its project or its account is disabled',
   too_many_requests: 'the key exceeded --rate-limit-per-key; the Retry-After header says when to retry',
   internal_server_error: 'a failure on our side (logged); test_error always answers it',
-  service_unavailable: 'the database is unreachable or its disk is full; nothing was stored; retry after Retry-After',
+  service_unavailable: 'the database is unreachable or cannot write now (read-only, disk full); nothing was stored; retry after Retry-After',
 };
 
 function okEnvelope(data: Json): Json {

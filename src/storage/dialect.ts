@@ -108,6 +108,15 @@ export function skippingLocked<DB, TB extends keyof DB, O>(qb: SelectQueryBuilde
 }
 
 /**
+ * Whether the server can answer reads while refusing every write (PostgreSQL: a standby, a primary
+ * demoted by a failover, default_transaction_read_only); a SQLite file Posthorn opens is writable
+ * or not opened at all. Decided from the connection's own adapter, like skippingLocked.
+ */
+export function canBeReadOnly(db: Kysely<any>): boolean {
+  return db.getExecutor().adapter instanceof PostgresAdapter;
+}
+
+/**
  * A read that holds the rows it returns against writers until the transaction ends, waiting for a
  * writer already at them (PostgreSQL FOR SHARE: a later statement of the same transaction, with
  * its fresh snapshot, then sees what that writer committed). SQLite's single writer makes it moot:

@@ -5,6 +5,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
+import { StoreUnavailableError } from '../domain/errors.ts';
+import { canBeReadOnly } from './dialect.ts';
 import type { Tx } from './store.ts';
 
 export interface TransmissionQueueStats {
@@ -91,9 +93,18 @@ export async function readMailboxStats(db: Tx, now: number): Promise<MailboxStat
   return out;
 }
 
-/** Answers when the database does: the cheapest round trip. */
+/**
+ * Answers when the database does: the cheapest round trip. Where the server can answer and still
+ * refuse every write (PostgreSQL: a standby, a demoted primary, default_transaction_read_only), a
+ * read-only one fails as unavailable, as the writes would (docs/reliability.md).
+ */
 export async function pingDatabase(db: Tx): Promise<void> {
-  await sql`select 1`.execute(db);
+  if (!canBeReadOnly(db)) {
+    await sql`select 1`.execute(db);
+    return;
+  }
+  const { rows } = await sql<{ read_only: string }>`select current_setting('transaction_read_only') as read_only`.execute(db);
+  if (rows[0]?.read_only === 'on') throw new StoreUnavailableError('database read-only: transaction_read_only is on (a standby, or default_transaction_read_only)');
 }
 
 const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');

@@ -188,20 +188,44 @@ function guardPool(pool: pg.Pool): { connect(): Promise<pg.PoolClient>; end(): P
   };
 }
 
-/** SQLSTATEs of a server going away or refusing connections (class 08 is matched by prefix). */
-const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
+/**
+ * SQLSTATEs that mean the server cannot serve writes now, whatever the statement (docs/reliability.md,
+ * "What PostgreSQL errors count as unavailable"): the connection ends (57P01 admin shutdown, 57P02
+ * crash shutdown, 57P05 idle-session timeout, class 08) or is refused (57P03 starting up or in
+ * recovery, 53300 too many connections), each named `database unreachable`; the server is read-only
+ * (25006: a standby, a demoted primary after a failover, or default_transaction_read_only set by the
+ * operator; Posthorn never opens a read-only transaction itself); its disk is full (53100). Not
+ * here, because one statement can cause them and a pause would hide it: 53200 out of memory (one
+ * query's allocation), 53000/53400 (too many locks or files of one transaction), 55000 (a
+ * prerequisite state; writes during recovery fail with 25006), 57014 (a statement cancelled or
+ * timed out), 25P03 (a transaction left idle: a stuck process), 57P04 (the database was dropped:
+ * gone, not away).
+ */
+const UNAVAILABLE_STATES = new Map<string, string>([
+  ['57P01', 'database unreachable'],
+  ['57P02', 'database unreachable'],
+  ['57P03', 'database unreachable'],
+  ['57P05', 'database unreachable'],
+  ['53300', 'database unreachable'],
+  ['25006', 'database read-only'],
+  ['53100', 'database disk full'],
+]);
 const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTCONN', 'EHOSTUNREACH', 'ENETUNREACH']);
 const UNAVAILABLE_TEXT = /Connection terminated|timeout exceeded when trying to connect|not queryable|Client was closed|Connection ended/i;
 
-/** The StoreUnavailableError for a lost, refused or timed-out connection, or null for any other. */
+/**
+ * The StoreUnavailableError for a lost, refused or timed-out connection, or a server that cannot
+ * write now (read-only, disk full), naming the cause; null for any other error.
+ */
 export function postgresUnavailable(error: unknown): StoreUnavailableError | null {
   if (error instanceof StoreUnavailableError) return error;
   if (!(error instanceof Error)) return null;
   const code = String((error as { code?: unknown }).code ?? '');
-  if (UNAVAILABLE_STATES.has(code) || code.startsWith('08') || UNAVAILABLE_ERRNOS.has(code) || UNAVAILABLE_TEXT.test(error.message)) {
-    return new StoreUnavailableError(`database unreachable: ${code && !error.message.includes(code) ? `${code} ` : ''}${error.message}`, { cause: error });
-  }
-  return null;
+  const what =
+    UNAVAILABLE_STATES.get(code) ??
+    (code.startsWith('08') || UNAVAILABLE_ERRNOS.has(code) || UNAVAILABLE_TEXT.test(error.message) ? 'database unreachable' : null);
+  if (what === null) return null;
+  return new StoreUnavailableError(`${what}: ${code && !error.message.includes(code) ? `${code} ` : ''}${error.message}`, { cause: error });
 }
 
 /** An error as a log field: message and code, never the connection string. */
