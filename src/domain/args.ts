@@ -105,6 +105,18 @@ export class Args {
     return v;
   }
 
+  /**
+   * The uid naming a stored row (get_, update_, delete_, rotate_...), looked up exactly as given.
+   * Only absent, null and "" are missing: a uid of only spaces is refused at creation
+   * (checkChosenUid) but rows stored with one before that rule still answer to it, so they can be
+   * read, changed and removed (docs/api/README.md, "Uids").
+   */
+  storedUid(field = 'uid'): string {
+    const v = this.string(field);
+    if (v === undefined || v === '') throw missing(this.name(field));
+    return v;
+  }
+
   int(field: string, opts: { min?: number; max?: number; default: number }): number;
   int(field: string, opts?: { min?: number; max?: number; required?: boolean }): number | undefined;
   int(field: string, opts: { min?: number; max?: number; default?: number; required?: boolean } = {}): number | undefined {

@@ -269,4 +269,53 @@ describe('a uid chosen at creation (docs/api/README.md, "Uids")', () => {
     // The trimmed spelling is another uid.
     assert.equal((await t.call('get_project', { api_key: seed.accountKey, arguments: { uid: uid.trim() } })).status, 404);
   });
+
+  it('a row stored with a blank uid before creation refused one still answers to it: read, changed, removed', async () => {
+    const blank = '   ';
+    // Rows as an earlier release stored them: created, then given the blank uid it accepted.
+    const made = new Map<string, string>();
+    for (const [method, args] of creates) {
+      const r = await t.call(method, { api_key: seed.accountKey, arguments: { ...args, uid: `was blank ${method}` } });
+      assert.equal(r.status, 200, `${method}: ${JSON.stringify(r.body)}`);
+      made.set(method, `was blank ${method}`);
+    }
+    const db = t.app.services.store.db;
+    await t.app.services.store.write(async (trx) => {
+      await trx.updateTable('projects').set({ uid: blank }).where('uid', '=', made.get('create_project')!).execute();
+      await trx.updateTable('webhooks').set({ uid: blank }).where('uid', '=', made.get('create_webhook')!).execute();
+      await trx.updateTable('mailboxes').set({ uid: blank }).where('uid', '=', made.get('create_mailbox')!).execute();
+    });
+    const listed = await t.call('list_webhooks', { api_key: seed.accountKey });
+    assert.ok(listed.body.data.webhooks.some((w: { uid: string }) => w.uid === blank), 'listed with its uid as stored');
+
+    const call = (method: string, args: Record<string, unknown> = {}) => t.call(method, { api_key: seed.accountKey, arguments: { uid: blank, ...args } });
+    for (const [method, args] of [
+      ['get_project', {}],
+      ['update_project', { name: 'Renamed' }],
+      ['disable_project', {}],
+      ['enable_project', {}],
+      ['rotate_project_key', {}],
+      ['update_webhook', { url: 'http://127.0.0.1:9/moved' }],
+      ['rotate_webhook_secret', {}],
+      ['get_mailbox', {}],
+      ['update_mailbox', { label: 'found again' }],
+      ['rotate_mailbox_secret', {}],
+    ] as const) {
+      const r = await call(method, args);
+      assert.equal(r.status, 200, `${method}: ${JSON.stringify(r.body)}`);
+    }
+    // Another blank spelling names nothing; "" is still missing.
+    assert.equal((await call('get_mailbox', { uid: '  ' })).status, 404);
+    assert.equal((await call('delete_webhook', { uid: ' \t ' })).status, 404);
+    const empty = await call('get_mailbox', { uid: '' });
+    assert.equal(empty.status, 400);
+    assert.match(empty.body.response.message, /Missing required argument "uid"/);
+
+    assert.equal((await call('delete_webhook')).status, 200);
+    assert.equal((await call('delete_mailbox')).status, 200);
+    assert.equal(await db.selectFrom('webhooks').select('id').where('uid', '=', blank).executeTakeFirst(), undefined);
+    assert.equal(await db.selectFrom('mailboxes').select('id').where('uid', '=', blank).executeTakeFirst(), undefined);
+    // Still refused at creation.
+    assert.equal((await t.call('create_webhook', { api_key: seed.accountKey, arguments: { url: 'http://127.0.0.1:9/hook', uid: blank } })).status, 406);
+  });
 });

@@ -244,7 +244,7 @@ export const accountMethods = defineMethods([
     args: obj({ uid: required(str({ description: 'the uid' })) }),
     data: Type.Object({ project: ProjectData }),
     async run({ services, caller, args }) {
-      const view = await getProject(services, caller.account, args.string('uid', { required: true }));
+      const view = await getProject(services, caller.account, args.storedUid());
       return { data: { project: presentProject(services, view) } };
     },
   },
@@ -255,7 +255,7 @@ export const accountMethods = defineMethods([
     args: obj({ uid: required(str()), name: optional(str({ maxLength: 200 })), settings: optional(obj({ tracking: optional(bool()), sandbox: optional(bool({ description: 'nothing leaves the machine; simulator addresses (docs/sandbox.md)' })), default_from: optional(str({ description: 'the From of a message that names none ("" clears it)' })), retention_days: optional(int({ minimum: 0, maximum: 3650, description: 'days messages are kept (0: forever); absent: the server default' })) }, { description: 'known keys only: tracking, sandbox, default_from, retention_days' })) }),
     data: Type.Object({ project: ProjectData }),
     async run({ services, caller, args }) {
-      const uid = args.string('uid', { required: true });
+      const uid = args.storedUid();
       const name = readName(args, 'name', MAX_PROJECT_NAME, false);
       const settings = readProjectSettingsArg(args);
       const view = await updateProject(services, caller.account, uid, { name, settings });
@@ -269,7 +269,7 @@ export const accountMethods = defineMethods([
     args: obj({ uid: required(str({ description: 'the uid' })) }),
     data: Type.Object({ project: ProjectData }),
     async run({ services, caller, args }) {
-      const view = await setProjectStatus(services, caller.account, args.string('uid', { required: true }), 'disabled');
+      const view = await setProjectStatus(services, caller.account, args.storedUid(), 'disabled');
       return { data: { project: presentProject(services, view) } };
     },
   },
@@ -280,7 +280,7 @@ export const accountMethods = defineMethods([
     args: obj({ uid: required(str({ description: 'the uid' })) }),
     data: Type.Object({ project: ProjectData }),
     async run({ services, caller, args }) {
-      const view = await setProjectStatus(services, caller.account, args.string('uid', { required: true }), 'active');
+      const view = await setProjectStatus(services, caller.account, args.storedUid(), 'active');
       return { data: { project: presentProject(services, view) } };
     },
   },
@@ -291,7 +291,7 @@ export const accountMethods = defineMethods([
     args: obj({ uid: required(str({ description: 'the uid' })) }),
     data: Type.Object({ project: ProjectWithKeyData }),
     async run({ services, caller, args }) {
-      const { project, apiKey } = await rotateProjectKey(services, caller.account, args.string('uid', { required: true }));
+      const { project, apiKey } = await rotateProjectKey(services, caller.account, args.storedUid());
       const view = { project, keyPrefix: keyPrefix(apiKey) };
       return { data: { project: { ...presentProject(services, view), api_key: apiKey } } };
     },
@@ -342,7 +342,7 @@ export const accountMethods = defineMethods([
     args: obj({ uid: required(str({ description: 'the uid' })) }),
     data: Type.Object({ mailbox: MailboxData }),
     async run({ services, caller, args }) {
-      const mailbox = await getMailbox(services, caller.account, args.string('uid', { required: true }));
+      const mailbox = await getMailbox(services, caller.account, args.storedUid());
       return { data: { mailbox: presentMailbox(mailbox) } };
     },
   },
@@ -353,7 +353,7 @@ export const accountMethods = defineMethods([
     args: obj({ uid: required(str()), host: optional(str()), username: optional(str()), password: optional(str()), postback_url: optional(str()), label: optional(str()), port: optional(int({ minimum: 1, maximum: 65535, description: 'default 993' })), tls: optional(bool({ description: 'default true' })) }),
     data: Type.Object({ mailbox: MailboxData }),
     async run({ services, caller, args }) {
-      const uid = args.string('uid', { required: true });
+      const uid = args.storedUid();
       const mailbox = await updateMailbox(services, caller.account, uid, readMailboxChanges(args));
       return { data: { mailbox: presentMailbox(mailbox) } };
     },
@@ -365,7 +365,7 @@ export const accountMethods = defineMethods([
     args: obj({ uid: required(str({ description: 'the uid' })) }),
     data: Type.Object({ mailbox: MailboxWithSecretData }),
     async run({ services, caller, args }) {
-      const { mailbox, postbackSecret } = await rotateMailboxSecret(services, caller.account, args.string('uid', { required: true }));
+      const { mailbox, postbackSecret } = await rotateMailboxSecret(services, caller.account, args.storedUid());
       return { data: { mailbox: { ...presentMailbox(mailbox), postback_secret: postbackSecret } } };
     },
   },
@@ -376,7 +376,7 @@ export const accountMethods = defineMethods([
     args: obj({ uid: required(str({ description: 'the uid' })) }),
     data: Type.Object({ mailbox: Type.Object({ uid: Type.String(), deleted: Type.Literal(true) }) }),
     async run({ services, caller, args }) {
-      const mailbox = await deleteMailbox(services, caller.account, args.string('uid', { required: true }));
+      const mailbox = await deleteMailbox(services, caller.account, args.storedUid());
       return { data: { mailbox: { uid: mailbox.uid, deleted: true } } };
     },
   },

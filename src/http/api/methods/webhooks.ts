@@ -81,7 +81,7 @@ function readEvents(args: Args): WebhookEvent[] | undefined {
 }
 
 function readUid(args: Args): string {
-  const uid = args.string('uid', { required: true });
+  const uid = args.storedUid();
   if (uid.length > WEBHOOK_LIMITS.uidChars) throw args.invalid('uid', `must be at most ${WEBHOOK_LIMITS.uidChars} characters long`);
   return uid;
 }
