@@ -312,7 +312,7 @@ export function variableNamesIn(text: string | null | undefined): string[] {
   return names;
 }
 
-/** The block helpers that render their block once at most. */
+/** The blocks that render what they hold once at most ({{#if}}, {{#unless}}, {{#with}}). */
 const ONCE_BLOCKS = new Set(['if', 'unless', 'with']);
 
 /**
