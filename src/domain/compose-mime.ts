@@ -12,7 +12,7 @@ import { domainToASCII } from 'node:url';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
 import { checkRenderedHeader, HeaderValueError } from './headers.ts';
 import { mailboxListProblem, singleMailboxProblem } from './recipients.ts';
-import { buildMimeNow, compileMail, parseAddressHeader, type MailOptions, type PreparedHeader } from './mime-build.ts';
+import { buildMimeNow, compileMail, outgrowsLine, parseAddressHeader, type MailOptions, type PreparedHeader } from './mime-build.ts';
 import type { MessagePayload } from './message-payload.ts';
 import { renderVariables, TemplateRenderError, type PartKind, type Variables } from './variables.ts';
 
@@ -120,35 +120,11 @@ function checkRenderedAddresses(header: string, rendered: string, problemOf: (va
   if (problem !== null) throw new HeaderValueError('call_error', `The ${header} header after variable substitution is not ${expected} (${problem}): ${JSON.stringify(rendered.slice(0, 200))}.`);
 }
 
-/** RFC 5322 2.1.1: a line of a message is at most 998 octets, its CRLF not counted. */
-const MAX_LINE_OCTETS = 998;
-
 /**
  * Headers MimeNode writes in a syntax of their own (addresses, message ids, dates, MIME headers),
  * where encoded-words would not be read as what they encode.
  */
 const STRUCTURED_HEADERS = new Set(['from', 'sender', 'to', 'cc', 'bcc', 'reply-to', 'message-id', 'in-reply-to', 'references', 'content-id', 'date', 'content-type', 'content-disposition', 'content-transfer-encoding', 'mime-version']);
-
-/**
- * Whether `text`, after `prefix` characters on its first line and folded at its white space (as
- * Nodemailer's foldLines folds every header line), could still leave a line over
- * MAX_LINE_OCTETS: a run without white space is too long. Counts characters: a value Nodemailer
- * leaves unencoded is ASCII. A text shorter than the limit, every usual one, costs no pass.
- */
-function outgrowsLine(prefix: number, text: string): boolean {
-  if (prefix + text.length <= MAX_LINE_OCTETS) return false;
-  let line = prefix;
-  let inWord = true;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    const space = c === 0x20 || c === 0x09;
-    // A fold goes before white space: a line is at most the white space and the word after it.
-    if (space && inWord) line = 0;
-    inWord = !space;
-    if (++line > MAX_LINE_OCTETS) return true;
-  }
-  return false;
-}
 
 /**
  * The value of an unstructured header (the Subject, a custom header) as it fits RFC 5322's line

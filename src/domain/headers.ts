@@ -69,6 +69,11 @@ export function checkHeaderValue(field: string, value: string): string {
   throw new HeaderValueError('call_error', callError(reason).message);
 }
 
+/** Whether the value may go into a header line as it is (what checkHeaderValue checks, as a test). */
+export function isHeaderValue(value: string): boolean {
+  return !FORBIDDEN_IN_VALUE.test(value);
+}
+
 /**
  * Thrown by checkHeaderValue(): a 406 at the API; at composition (after variable substitution) the
  * transmission fails with INVALID_HEADER instead of being retried, since no retry can change it.

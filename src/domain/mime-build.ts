@@ -25,7 +25,8 @@
 // message measured alone). It is memoised (bounded; the result for each name is unchanged). And
 // mimeFuncs.hasLongerLines, which MimeNode asks of every text body to choose its encoding, builds
 // a RegExp (`^.{77,}` multiline) per call (1.5% of a delivering worker): hasLongerLines below
-// gives the same answer from one pass over the string.
+// gives the same answer from one pass over the string. One change of what it writes: an address
+// header's display name that no fold could bring within a line goes as encoded-words (below).
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
@@ -103,6 +104,53 @@ if (nodemailerParseAddresses) {
   const original = nodemailerParseAddresses;
   parsePrototype._parseAddresses = function memoisedParseAddresses(this: MimeNode, addresses: unknown): ParsedAddress[] {
     return typeof addresses === 'string' ? parseAddressHeader(addresses) : original.call(this, addresses);
+  };
+}
+
+/** RFC 5322 2.1.1: a line of a message is at most 998 octets, its CRLF not counted. */
+const MAX_LINE_OCTETS = 998;
+
+/**
+ * Whether `text`, after `prefix` characters on its first line and folded at its white space (as
+ * Nodemailer's foldLines folds every header line), could still leave a line over
+ * MAX_LINE_OCTETS: a run without white space is too long. Counts characters: a value Nodemailer
+ * leaves unencoded is ASCII. A text shorter than the limit, every usual one, costs no pass.
+ */
+export function outgrowsLine(prefix: number, text: string): boolean {
+  if (prefix + text.length <= MAX_LINE_OCTETS) return false;
+  let line = prefix;
+  let inWord = true;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    const space = c === 0x20 || c === 0x09;
+    // A fold goes before white space: a line is at most the white space and the word after it.
+    if (space && inWord) line = 0;
+    inWord = !space;
+    if (++line > MAX_LINE_OCTETS) return true;
+  }
+  return false;
+}
+
+// Display names of the address headers MimeNode formats itself (From, Sender, Cc, Bcc, Reply-To):
+// it writes an ASCII name as it is or as a quoted string, one word unless it has white space, and
+// folds the line only at white space; a name with a run longer than a line would make a line over
+// RFC 5322's 998 octets. Such a name goes as RFC 2047 encoded-words instead, at most 52 characters
+// each (Nodemailer's encoder and split), which MimeNode folds between the words, a line each: the
+// way the Subject and custom headers go (compose-mime.ts headerWithinLines) and the To line
+// (compose-mime.ts formatAddressHeader). Any other name is written as Nodemailer writes it; the
+// test is one comparison for a name shorter than a line. Groups, whose name the first member
+// follows without white space, are refused at acceptance (domain/recipients.ts).
+type EncodeAddressName = (this: MimeNode, name: string) => string;
+const namePrototype = MimeNode.prototype as unknown as { _encodeAddressName?: EncodeAddressName };
+/** Nodemailer's own (undefined if a future version drops the method). */
+export const nodemailerEncodeAddressName = namePrototype._encodeAddressName;
+/** What precedes a name on its line at most: the longest of those headers' names and ": ". */
+const ADDRESS_NAME_PREFIX = 'Reply-To: '.length;
+if (nodemailerEncodeAddressName) {
+  const original = nodemailerEncodeAddressName;
+  namePrototype._encodeAddressName = function encodeAddressNameWithinLines(this: MimeNode, name: string): string {
+    const written = original.call(this, name);
+    return typeof written === 'string' && outgrowsLine(ADDRESS_NAME_PREFIX, written) ? mimeFuncs.encodeWord(name, 'Q', 52) : written;
   };
 }
 

@@ -8,7 +8,7 @@ import type { Args, Json } from './args.ts';
 import { isPlainObject, wrongType } from './args.ts';
 import { parseAttachments } from './attachments.ts';
 import { ApiError, callError } from './errors.ts';
-import { checkHeaderValue, parseHeaders, type MessageHeaders } from './headers.ts';
+import { checkHeaderValue, isHeaderValue, parseHeaders, type MessageHeaders } from './headers.ts';
 import type { PayloadAttachment } from './message-payload.ts';
 import { deriveUid, readGivenUid } from './message-uid.ts';
 import {
@@ -24,7 +24,7 @@ import {
 } from './recipients.ts';
 import { mergeLevels, type ContentLevel, type MergedContent, type TemplateLevel } from './templates.ts';
 import { parseVariableValues, variableNamesIn, type VariableValues } from './variable-values.ts';
-import { findTemplateSyntaxError } from './variables.ts';
+import { findTemplateSyntaxError, hasLoop, mergeVariables, renderVariables, TemplateRenderError } from './variables.ts';
 import { withFields } from './objects.ts';
 
 /** The domain of the clients' test sink: copies to it complete at acceptance, nothing is sent. */
@@ -219,6 +219,63 @@ export function acceptMessage(
   if (request.headers.cc !== null) headers['Cc'] = request.headers.cc;
   Object.assign(headers, request.headers.custom);
   return withFields(merged, { headers, copies, recipientOverride });
+}
+
+/** The subject as the copies are sent with it: see subjectsAsSent. */
+export interface SubjectsAsSent {
+  /** the first copy's: the message's, in its list and search */
+  message: string | null;
+  /** per copy, its own where it differs from the message's (else null); null when none differs */
+  copies: Array<string | null> | null;
+}
+
+/**
+ * Longest subject rendered at acceptance, as written and as rendered (characters): a subject is a
+ * line of a few dozen; this bounds what acceptance spends on one and what each copy stores.
+ */
+export const MAX_SUBJECT_RENDERED_CHARS = 4096;
+
+/**
+ * The subject each copy is sent with, rendered at acceptance as delivery renders it (header kind,
+ * the global variables overridden by the copy's own: domain/compose-mime.ts), so that the message
+ * list and its search show and find what recipients got (docs/templates.md, "Where variables are
+ * rendered"). A subject without {{ costs nothing; else one render for the global variables and one
+ * per copy that has variables of its own (a short string each: the compiled text is cached). The
+ * acceptance hot path renders only what costs about its length: a subject with a block that may
+ * repeat ({{#each}}, a section over a list), or longer than MAX_SUBJECT_RENDERED_CHARS written or rendered, keeps the subject as
+ * accepted; so does a copy that delivery will fail for its values (RENDER_FAILED, INVALID_HEADER).
+ */
+export function subjectsAsSent(subject: string | null, global: VariableValues, copies: readonly MessageCopy[]): SubjectsAsSent {
+  if (subject === null || !subject.includes('{{') || copies.length === 0) return { message: subject, copies: null };
+  if (subject.length > MAX_SUBJECT_RENDERED_CHARS || hasLoop(subject)) return { message: subject, copies: null };
+  const render = (own: VariableValues | null): string => {
+    try {
+      const text = renderVariables(subject, own ? mergeVariables(global, own) : global, { kind: 'header' });
+      // The length first: a value repeated may make a long text, which the test would read whole.
+      return text.length <= MAX_SUBJECT_RENDERED_CHARS && isHeaderValue(text) ? text : subject;
+    } catch (error) {
+      if (error instanceof TemplateRenderError) return subject;
+      throw error;
+    }
+  };
+  let withGlobal: string | null = null;
+  const subjectOf = (own: VariableValues | null): string => {
+    if (own === null || Object.keys(own).length === 0) return (withGlobal ??= render(null));
+    return render(own);
+  };
+  const firstOwn = copies[0].variables;
+  const message = subjectOf(firstOwn);
+  let perCopy: Array<string | null> | null = null;
+  for (let i = 1; i < copies.length; i++) {
+    const own = copies[i].variables;
+    // Cc and Bcc copies carry the first recipient's variables (acceptMessage): the same subject.
+    if (own === firstOwn) continue;
+    const text = subjectOf(own);
+    if (text === message) continue;
+    perCopy ??= new Array<string | null>(copies.length).fill(null);
+    perCopy[i] = text;
+  }
+  return { message, copies: perCopy };
 }
 
 /** Every part is rendered per recipient at delivery: one that is not valid template syntax is 412 now (docs/templates.md). */

@@ -312,6 +312,34 @@ export function variableNamesIn(text: string | null | undefined): string[] {
   return names;
 }
 
+/** The blocks that render what they hold once at most ({{#if}}, {{#unless}}, {{#with}}). */
+const ONCE_BLOCKS = new Set(['if', 'unless', 'with']);
+
+/**
+ * Whether the text has a block that may repeat: {{#each}} (also as {{^each}}) or a section over a
+ * variable ({{#items}}, which Handlebars repeats for each item of a list). What makes the cost of
+ * rendering a text depend on its values rather than on its length, as a list of many items iterated
+ * inside another does. A text that does not parse has none.
+ */
+export function hasLoop(text: string): boolean {
+  if (!/\{\{~?\s*[#^]/.test(text)) return false;
+  let ast: hbs.AST.Program;
+  try {
+    ast = parse(text);
+  } catch {
+    return false;
+  }
+  const visit = (node: unknown): boolean => {
+    if (!node || typeof node !== 'object') return false;
+    if (Array.isArray(node)) return node.some(visit);
+    const n = node as Node;
+    if (n.type === 'BlockStatement' && !ONCE_BLOCKS.has(String((n.path as { original?: unknown }).original))) return true;
+    for (const [key, value] of Object.entries(n)) if (key !== 'loc' && value && typeof value === 'object' && visit(value)) return true;
+    return false;
+  };
+  return visit(ast);
+}
+
 /**
  * The dotted paths ({{user.name}}) substituted at the top level of a text that have no value in
  * `variables`: what the preview adds to the simple names renderVariables reports as missing.

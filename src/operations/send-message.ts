@@ -12,7 +12,7 @@
 import { ApiError } from '../domain/errors.ts';
 import type { MessagePayload } from '../domain/message-payload.ts';
 import { messageIdFor, uniqueIdFor } from '../domain/message-uid.ts';
-import { acceptMessage, deliveryAddress, isNullSink, type AcceptedMessage, type SendRequest } from '../domain/send-request.ts';
+import { acceptMessage, deliveryAddress, isNullSink, subjectsAsSent, type AcceptedMessage, type SendRequest } from '../domain/send-request.ts';
 import { checkLayoutChain, MAX_LAYOUT_CHAIN, type TemplateLevel } from '../domain/templates.ts';
 import { storeAcceptedMessage, type AcceptedCopy } from '../storage/messages.ts';
 import { findTemplateChain } from '../storage/template-layouts.ts';
@@ -58,7 +58,9 @@ export async function sendMessage(services: Services, caller: ProjectCaller, req
   // Everything but the inserts is computed before the transaction: on SQLite the transactions of
   // concurrent requests share one commit, and time spent inside delays all of them.
   const payload = JSON.stringify(buildPayload(accepted, request, messageIdFor(uid, services.config.mailerHost), sendAt));
-  const copies = acceptedCopies(accepted, request.deliver);
+  // The subject as sent, for the message list and search; the payload keeps it as accepted.
+  const subjects = subjectsAsSent(accepted.subject, request.variables, accepted.copies);
+  const copies = acceptedCopies(accepted, request.deliver, subjects.copies);
   const completedNow = copies.some((copy) => copy.completed !== null);
   const uniqueId = uniqueIdFor(uid, services.config.mailerHost);
   const stored = await storeAcceptedMessage(
@@ -69,7 +71,7 @@ export async function sendMessage(services: Services, caller: ProjectCaller, req
         uid,
         unique_id: uniqueId,
         template: request.template,
-        subject: accepted.subject,
+        subject: subjects.message,
         from_address: accepted.from,
         deliver: request.deliver ? 1 : 0,
         created_at: now,
@@ -125,13 +127,15 @@ function buildPayload(accepted: AcceptedMessage, request: SendRequest, messageId
 /**
  * One transmission per copy. deliver: false completes every copy as NOT_SENT; a copy whose
  * delivery address (after recipient_override) is at null.postageapp.com completes now as SMTP_250
- * without leaving the machine; every other copy is queued, due at once (or at send_at).
+ * without leaving the machine; every other copy is queued, due at once (or at send_at). `subjects`:
+ * each copy's own subject where it differs from the message's (subjectsAsSent), or null.
  */
-function acceptedCopies(accepted: AcceptedMessage, deliver: boolean): AcceptedCopy[] {
-  return accepted.copies.map((copy) => ({
+function acceptedCopies(accepted: AcceptedMessage, deliver: boolean, subjects: ReadonlyArray<string | null> | null): AcceptedCopy[] {
+  return accepted.copies.map((copy, i) => ({
     recipient: copy.address,
     recipientName: copy.name,
     variables: copy.variables && Object.keys(copy.variables).length > 0 ? JSON.stringify(copy.variables) : null,
+    subject: subjects === null ? null : subjects[i],
     completed: !deliver ? RESULT_NOT_SENT : isNullSink(deliveryAddress(copy, accepted.recipientOverride)) ? RESULT_NULL_SINK : null,
   }));
 }

@@ -140,6 +140,8 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
     recipient,
     recipientName: null,
     variables: null,
+    // Sent as submitted: every copy's subject is the message's.
+    subject: null,
     completed: isNullSink(recipient) ? RESULT_NULL_SINK : null,
   }));
   const completedNow = copies.some((copy) => copy.completed !== null);

@@ -5,7 +5,9 @@
 // without filters a page is LIMIT rows read backwards from the cursor along messages_project_created;
 // with filters the query looks at a WINDOW of at most scanLimit messages below the cursor (an
 // index-only range) and keeps those that match, so a rare recipient may give a short page whose
-// "older" link continues below the window. No index is added to the ingest hot path for search.
+// "older" link continues below the window. The one index search added to the ingest hot path,
+// transmissions_message_subject, is partial: only copies whose subject differs from their
+// message's have an entry (migration 200).
 import { sql, type Expression, type Selectable, type SqlBool } from 'kysely';
 import type { AttemptsTable, EventsTable, Message, Transmission } from './schema.ts';
 import type { Tx } from './store.ts';
@@ -89,7 +91,24 @@ export async function searchMessagesPage(db: Tx, q: MessageSearch): Promise<Mess
       if (q.untilMs !== null) conds.push(eb('m.created_at', '<', q.untilMs));
       return eb.and(conds);
     });
-  if (q.subject !== null) match = match.where(sql<SqlBool>`lower(m.subject) like ${likePattern(q.subject)} escape '\\'`);
+  if (q.subject !== null) {
+    // The message's subject (its first copy's), or the subject of a copy whose own differs
+    // (transmissions.subject, migration 200): through transmissions_message_subject, which holds
+    // only those copies, a message without any costs one probe of a nearly empty index.
+    const pattern = likePattern(q.subject);
+    match = match.where(({ or, exists, selectFrom }) =>
+      or([
+        sql<SqlBool>`lower(m.subject) like ${pattern} escape '\\'`,
+        exists(
+          selectFrom('transmissions as ts')
+            .select(sql`1`.as('one'))
+            .whereRef('ts.message_id', '=', 'm.id')
+            .where('ts.subject', 'is not', null)
+            .where(sql<SqlBool>`lower(ts.subject) like ${pattern} escape '\\'`),
+        ),
+      ]),
+    );
+  }
   if (q.template !== null) match = match.where('m.template', '=', q.template);
   if (q.recipient !== null || q.status !== null) {
     const recipient = q.recipient;

@@ -88,6 +88,11 @@ export interface TransmissionsTable {
   recipient_name: string | null;
   /** JSON object of per-recipient variables, or null */
   variables: string | null;
+  /**
+   * the subject this copy was sent with, where it differs from its message's (a subject rendered
+   * with the recipient's own variables); else NULL (migration 200)
+   */
+  subject: string | null;
   /** queued | retry | completed | failed: the API's statuses */
   status: string;
   /** when it may next be claimed (ms) */
@@ -273,7 +278,7 @@ export type MessageRow = Required<Omit<NewMessage, 'id'>>;
 export type AcceptedTransmission = Required<
   Pick<
     NewTransmission,
-    | 'message_id' | 'project_id' | 'recipient' | 'recipient_name' | 'variables' | 'status' | 'next_attempt_at'
+    | 'message_id' | 'project_id' | 'recipient' | 'recipient_name' | 'variables' | 'subject' | 'status' | 'next_attempt_at'
     | 'attempts' | 'created_at' | 'updated_at' | 'completed_at' | 'result_code' | 'result_message'
   >
 >;

@@ -12,6 +12,8 @@ export interface AcceptedCopy {
   recipientName: string | null;
   /** the copy's own variables as JSON, or null */
   variables: string | null;
+  /** the subject the copy is sent with where it differs from the message's, else null (domain/send-request.ts subjectsAsSent) */
+  subject: string | null;
   /** completed at acceptance (deliver: false, null.postageapp.com) with this result; null: queued */
   completed: { code: string; message: string } | null;
 }
@@ -33,6 +35,7 @@ export function acceptedTransmissionRows(
     recipient: copy.recipient,
     recipient_name: copy.recipientName,
     variables: copy.variables,
+    subject: copy.subject,
     status: copy.completed ? 'completed' : 'queued',
     next_attempt_at: copy.completed ? now : dueAt,
     attempts: 0,
@@ -46,12 +49,12 @@ export function acceptedTransmissionRows(
 
 const INSERT_TRANSMISSIONS = new CompiledInsert(
   'transmissions',
-  ['message_id', 'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'next_attempt_at', 'attempts', 'created_at', 'updated_at', 'completed_at', 'result_code', 'result_message'],
+  ['message_id', 'project_id', 'recipient', 'recipient_name', 'variables', 'subject', 'status', 'next_attempt_at', 'attempts', 'created_at', 'updated_at', 'completed_at', 'result_code', 'result_message'],
   false,
 );
 
 /**
- * Rows per INSERT statement. 1000 rows of 13 columns stay under SQLite's 32,766 and PostgreSQL's
+ * Rows per INSERT statement. 1000 rows of 14 columns stay under SQLite's 32,766 and PostgreSQL's
  * 65,535 bound parameters; the default recipient limit (1000) makes one statement per message.
  */
 const ROWS_PER_INSERT = 1000;

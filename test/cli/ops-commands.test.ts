@@ -208,4 +208,14 @@ describe('operations commands', () => {
       copy.close();
     }
   });
+
+  it('message find shows and finds a template\'s subject as it was sent, its variables rendered', () => {
+    // The template pushed above: subject "Hi {{name}}".
+    const sent = json('send', '--to', 'cy@example.test', '--template', 'welcome', '--variables', '{"name":"Cyrus"}', '--project', projectUid);
+    const found = json('message', 'find', '--subject', 'hi cyrus', '--project', projectUid);
+    assert.deepEqual(found.messages.map((m: { uid: string; subject: string }) => [m.uid, m.subject]), [[sent.uid, 'Hi Cyrus']]);
+    assert.deepEqual(json('message', 'find', '--subject', '{{name}}', '--project', projectUid).messages, []);
+    assert.equal(json('message', 'show', sent.uid, '--project', projectUid).subject, 'Hi Cyrus');
+    assert.match(run('message', 'find', '--template', 'welcome', '--project', projectUid).stdout, /Hi Cyrus$/m);
+  });
 });

@@ -268,6 +268,47 @@ describe('dashboard over HTTP', () => {
     assert.deepEqual(uidsOf(rows.text), ['page-56']);
   });
 
+  it('lists and finds a message by its subject as sent: a template\'s {{variables}} rendered, each recipient\'s own too', async () => {
+    const created = await t.call('create_template', { api_key: seed.projectKey, arguments: { slug: 'order-sent', subject: 'Order {{order}} for {{name}}', text: 'Thanks', from: 'shop@example.com' } });
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    const send = async (uid: string, args: Record<string, unknown>) => {
+      const r = await t.call('send_message', { api_key: seed.projectKey, uid, arguments: { template: 'order-sent', ...args } });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      return Number(r.body.data.message.id);
+    };
+    // Global variables only: every copy's subject is the same.
+    await send('sent-subject-global', { recipients: ['ann@sent.example', 'ann2@sent.example'], variables: { order: 'A-17', name: 'the team' } });
+    // A recipient's own variables: each copy its own subject; the message's is the first copy's.
+    const perRecipient = await send('sent-subject-own', {
+      recipients: { 'bo@sent.example': { name: 'Bo' }, 'cy@sent.example': { name: 'Cy' }, 'dee@sent.example': null },
+      headers: { cc: 'cc@sent.example' },
+      variables: { order: 'B-42', name: 'whom it may concern' },
+    });
+    const uidsOf = (text: string) => [...text.matchAll(/<small class="uid"><bdi>([^<]+)<\/bdi><\/small>/g)].map((m) => m[1]);
+    const search = async (subject: string) => uidsOf((await client.get(`/messages?project=${seed.projectUid}&subject=${encodeURIComponent(subject)}`)).text);
+
+    const list = (await client.get(`/messages?project=${seed.projectUid}&template=order-sent`)).text;
+    assert.match(list, />Order A-17 for the team<\/bdi><\/a>/);
+    assert.match(list, />Order B-42 for Bo<\/bdi><\/a>/);
+    assert.doesNotMatch(list, /\{\{/);
+    assert.deepEqual(await search('order a-17 for THE TEAM'), ['sent-subject-global']);
+    assert.deepEqual(await search('B-42 for Bo'), ['sent-subject-own']);
+    assert.deepEqual(await search('for cy'), ['sent-subject-own'], "a copy's own subject is found");
+    assert.deepEqual(await search('whom it may concern'), ['sent-subject-own'], 'so is the subject of the copy without variables of its own');
+    assert.deepEqual(await search('{{name}}'), []);
+    // Only the copies whose subject differs from the message's store their own.
+    const copies = await t.app.services.store.db.selectFrom('transmissions').select(['recipient', 'subject']).where('message_id', '=', perRecipient).orderBy('id').execute();
+    assert.deepEqual(copies.map((c) => [c.recipient, c.subject]), [
+      ['bo@sent.example', null],
+      ['cy@sent.example', 'Order B-42 for Cy'],
+      ['dee@sent.example', 'Order B-42 for whom it may concern'],
+      ['cc@sent.example', null],
+    ]);
+    const page = (await client.get(`/messages/${perRecipient}`)).text;
+    assert.match(page, /<dd class="subject"><bdi>Order B-42 for Bo<\/bdi><\/dd>/);
+    assert.match(page, /Subject as sent to this recipient: <bdi>Order B-42 for Cy<\/bdi>/);
+  });
+
   it('previews a template through the real merge and variables, with errors by field', async () => {
     await client.get(`/templates/~new?project=${seed.projectUid}`);
     const preview = async (form: Record<string, string>) => {

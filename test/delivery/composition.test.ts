@@ -79,6 +79,43 @@ describe('composition, at a real SMTP server', () => {
     }
   });
 
+  it('From, Reply-To and Cc display names that no fold can break go as encoded-words within 998 octets, and decode back exactly', async () => {
+    // Nodemailer formats these headers itself: plain, quoted (a character that needs quoting, a
+    // quote escaped) and non-ASCII names, each with a run longer than a line; and a long name that
+    // folds at its spaces, which goes as it is.
+    const from = 'F'.repeat(1500);
+    const replyTo = `Help.Desk${'r'.repeat(1500)}"quoted"`;
+    const cc = `Zo\u00eb${'c'.repeat(1500)}`;
+    const folds = `Second ${'word '.repeat(300)}end`;
+    const quote = (name: string) => `"${name.replace(/(["\\])/g, '\\$1')}"`;
+    await send('lines-addresses', {
+      recipients: ['ann@lines.test'],
+      headers: {
+        from: `${quote(from)} <shop@posthorn.test>`,
+        'reply-to': `${quote(replyTo)} <help@posthorn.test>, ${quote(folds)} <second@posthorn.test>`,
+        cc: `${quote(cc)} <cc@lines.test>`,
+        subject: 'Names',
+      },
+      content: { 'text/plain': 'body' },
+    });
+    await h.drain();
+    for (const address of ['ann@lines.test', 'cc@lines.test']) {
+      const raw = receivedBy(address);
+      const head = raw.subarray(0, raw.indexOf('\r\n\r\n')).toString('latin1');
+      for (const line of head.split('\r\n')) {
+        assert.ok(line.length <= 998, `a header line of ${line.length} octets: ${line.slice(0, 60)}...`);
+        assert.ok(line.length <= 78, `a header line of ${line.length} characters: ${line.slice(0, 60)}...`);
+      }
+      const parsed = await simpleParser(raw);
+      const names = (field: unknown) => (field as { value: Array<{ name: string; address: string }> }).value.map((a) => [a.name, a.address]);
+      assert.deepEqual(names(parsed.from), [[from, 'shop@posthorn.test']]);
+      assert.deepEqual(names(parsed.replyTo), [[replyTo, 'help@posthorn.test'], [folds, 'second@posthorn.test']]);
+      assert.deepEqual(names(parsed.cc), [[cc, 'cc@lines.test']]);
+      // The name that folds at its spaces is written as Nodemailer writes it (as it is), not encoded.
+      assert.match(headerOf(raw, 'reply-to')!, /\?= <help@posthorn\.test>, Second word word /);
+    }
+  });
+
   it('every CR of a body part arrives as part of a CRLF, in 7bit and quoted-printable parts, rendered or not', async () => {
     // 7bit: plain ASCII with short lines. Quoted-printable: a line over 76 characters, and Latin
     // text with a letter outside ASCII (the HTML part). A lone CR given in the content, one brought

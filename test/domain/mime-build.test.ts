@@ -9,10 +9,21 @@ import { describe, it } from 'node:test';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
-import { buildMimeNow, compileMail, hasLongerLines, nodemailerHasLongerLines, nodemailerNormalizeHeaderKey, nodemailerParseAddresses, parseAddressHeader } from '../../src/domain/mime-build.ts';
+import { MailParser } from 'mailparser';
+import { buildMimeNow, compileMail, hasLongerLines, nodemailerEncodeAddressName, nodemailerHasLongerLines, nodemailerNormalizeHeaderKey, nodemailerParseAddresses, parseAddressHeader } from '../../src/domain/mime-build.ts';
 import { composeMime } from '../../src/domain/compose-mime.ts';
 import type { MessagePayload } from '../../src/domain/message-payload.ts';
 import { prng } from '../helpers/prng.ts';
+
+/** RFC 2047 encoded-words decoded, by mailparser's decoder (as test/delivery/composition.test.ts). */
+function decodeWords(value: string): string {
+  const parser = new MailParser();
+  try {
+    return (parser as unknown as { libmime: { decodeWords(text: string): string } }).libmime.decodeWords(value);
+  } finally {
+    parser.destroy();
+  }
+}
 
 type Mail = ConstructorParameters<typeof MailComposer>[0] & { baseBoundary?: string; newline?: string };
 
@@ -147,6 +158,23 @@ describe('MIME built directly from the compiled tree', () => {
     first[0].name = 'changed';
     (first[0].group![0] as { address: string }).address = 'changed';
     assert.deepEqual(node._parseAddresses('team: a@x.example, B <b@y.example>;'), original('team: a@x.example, B <b@y.example>;'));
+  });
+
+  it("writes an address's display name as Nodemailer does, but as encoded-words where no fold could keep its line within 998 octets", () => {
+    const node = new MimeNode('text/plain') as unknown as { _encodeAddressName(name: string): string };
+    assert.ok(nodemailerEncodeAddressName, 'Nodemailer still has the method');
+    assert.notEqual(node._encodeAddressName, nodemailerEncodeAddressName, 'the version that keeps lines within 998 octets is installed');
+    const original = (name: string) => nodemailerEncodeAddressName!.call(node as never, name);
+    // Names that fit a line, folded at their spaces where long: as Nodemailer writes them.
+    const fitting = ['', 'Ann', 'Doe, Jane', 'Zoë Smith', 'say "hi"', 'x'.repeat(987), `${'y'.repeat(900)} ${'z'.repeat(900)}`, `"${'w'.repeat(900)}" ${'v'.repeat(900)}`];
+    for (const name of fitting) assert.equal(node._encodeAddressName(name), original(name), name.slice(0, 40));
+    // A run one longer than what fits after "Reply-To: " and the quote marks, plain, quoted or not ASCII.
+    for (const name of ['x'.repeat(989), `a.${'x'.repeat(1200)}`, `${'\\"'.repeat(330)}`, `Zoë${'z'.repeat(1200)}`]) {
+      const written = node._encodeAddressName(name);
+      assert.match(written, /^=\?UTF-8\?Q\?/, name.slice(0, 40));
+      assert.ok(written.split(' ').every((word) => word.length <= 76), 'words a fold can separate');
+      assert.equal(decodeWords(written), name);
+    }
   });
 
   it('names the first address of the From header, groups flattened, as the DKIM key lookup needs it', async () => {

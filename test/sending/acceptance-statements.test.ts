@@ -101,7 +101,7 @@ describe(`send_message statements (${testDatabase()})`, () => {
     const now = Date.now();
     const acceptance = (uid: string, recipients: string[], projectId = seed.projectId) => ({
       message: { project_id: projectId, uid, unique_id: `u-${uid}`, template: null, subject: 'S', from_address: 'a@example.test', deliver: 1, created_at: now, payload: '{}' },
-      copies: recipients.map((recipient, i) => ({ recipient, recipientName: i === 0 ? 'First' : null, variables: i === 1 ? '{"n":2}' : null, completed: null })),
+      copies: recipients.map((recipient, i) => ({ recipient, recipientName: i === 0 ? 'First' : null, variables: i === 1 ? '{"n":2}' : null, subject: i === 1 ? 'S 2' : null, completed: null })),
       dueAt: now,
     });
     assert.equal((await send('group-taken', 'x@example.test')).status, 200);
@@ -128,7 +128,7 @@ describe(`send_message statements (${testDatabase()})`, () => {
       assert.equal(Number(messages[0].id), ids[uid === 'group-a' ? 0 : uid === 'group-b' ? 1 : 2], `${uid} answered with its own id`);
       assert.deepEqual(transmissions.map((r) => r.recipient), [...recipients], `${uid}: its copies, in order`);
       assert.equal(transmissions[0].recipient_name, 'First');
-      if (recipients.length > 1) assert.equal(transmissions[1].variables, '{"n":2}');
+      if (recipients.length > 1) assert.deepEqual([transmissions[1].variables, transmissions[1].subject, transmissions[0].subject], ['{"n":2}', 'S 2', null]);
     }
     assert.deepEqual((await stored('group-taken')).transmissions.map((r) => r.recipient), ['x@example.test']);
 

@@ -25,7 +25,7 @@ function acceptance(projectId: number, uid: string, recipients: string[]): Accep
   const now = Date.now();
   return {
     message: { project_id: projectId, uid, unique_id: `${uid}@test`, template: null, subject: 'S', from_address: 'a@example.test', deliver: 1, created_at: now, payload: '{}' },
-    copies: recipients.map((recipient) => ({ recipient, recipientName: null, variables: null, completed: null })),
+    copies: recipients.map((recipient) => ({ recipient, recipientName: null, variables: null, subject: null, completed: null })),
     dueAt: now,
   };
 }

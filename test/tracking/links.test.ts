@@ -164,6 +164,27 @@ describe('tracked links', () => {
       assert.equal(r.headers.get('location'), 'https://example.com/p?a=1&b=2&c=3&d%E2%82%AC%EF%BF%BDe&amp=f%3Cg&h%27i');
     });
 
+    it('are decoded by the whole of HTML\'s table: every named reference, the legacy ones also without ";"', async () => {
+      const id = await transmission();
+      // &copy before `&` is a reference, &copy2 (a digit follows) and &bogus; are not.
+      const href = 'https://example.com/a&nbsp;b/caf&eacute;?c=&copy&d=&copy2&e=&reg;&f=&frac12&g=&notin;&h=&bogus;&i=&Eacute';
+      const r = await fetch(clickUrlIn(rewrite(id, `<a href="${href}">go</a>`)), { redirect: 'manual' });
+      assert.equal(r.status, 302);
+      assert.equal(r.headers.get('location'), 'https://example.com/a%C2%A0b/caf%C3%A9?c=%C2%A9&d=&copy2&e=%C2%AE&f=%C2%BD&g=%E2%88%89&h=&bogus;&i=%C3%89');
+      const seen = await recorded(id);
+      assert.deepEqual(seen.events.filter((e) => e.type === 'clicked').map((e) => e.url), [r.headers.get('location')]);
+    });
+
+    it('leave the ends of a link as a URL parser does: spaces and controls dropped, a no-break space kept', async () => {
+      const id = await transmission();
+      const location = async (href: string) => (await fetch(clickUrlIn(rewrite(id, `<a href="${href}">go</a>`)), { redirect: 'manual' })).headers.get('location');
+      assert.equal(await location('&#32;\thttps://example.com/lead&#9;&#10; '), 'https://example.com/lead');
+      assert.equal(await location('https://example.com/end\u00a0'), 'https://example.com/end%C2%A0');
+      assert.equal(await location('https://example.com/end&nbsp;'), 'https://example.com/end%C2%A0');
+      // A link that starts with a no-break space is relative (no scheme): left as written.
+      assert.match(rewrite(id, '<a href="&nbsp;https://example.com/">x</a>'), /^<a href="&nbsp;https:\/\/example\.com\/">x<\/a><img /);
+    });
+
     it('that decode to a line break never put one into a header', async () => {
       const id = await transmission();
       const r = await fetch(clickUrlIn(rewrite(id, '<a href="https://example.com/&#13;&#10;Set-Cookie:&#32;x=1">go</a>')), { redirect: 'manual' });

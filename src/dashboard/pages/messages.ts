@@ -86,6 +86,7 @@ function timelineOf(r: RecipientTimeline): SafeHtml {
   const t = r.transmission;
   return html`<section class="card recipient" aria-label="Recipient ${t.recipient}">
 <h3>${t.recipient_name ? html`${t.recipient_name} ` : ''}&lt;${t.recipient}&gt; <span class="badge ${t.status}">${t.status}</span></h3>
+${t.subject !== null ? html`<p class="subject">Subject as sent to this recipient: ${t.subject}</p>` : ''}
 <ol class="timeline">${r.entries.map((e) => {
     const when = html`<time datetime="${new Date(e.at).toISOString()}">${formatTime(e.at)}</time>`;
     if (e.kind === 'attempt' && e.attempt) {

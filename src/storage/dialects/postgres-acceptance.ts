@@ -123,10 +123,10 @@ const ACCEPT_MESSAGES_SQL = `WITH i AS (
 ), mi AS (
   SELECT m.id, i.ord FROM m JOIN i ON i.project_id = m.project_id AND i.uid = m.uid
 ), t AS (
-  INSERT INTO transmissions (message_id, project_id, recipient, recipient_name, variables, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message)
-  SELECT mi.id, c.project_id, c.recipient, c.recipient_name, c.variables, c.status, c.next_attempt_at, c.attempts, c.created_at, c.updated_at, c.completed_at, c.result_code, c.result_message
-  FROM unnest($11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[], $17::bigint[], $18::integer[], $19::bigint[], $20::bigint[], $21::bigint[], $22::text[], $23::text[])
-    WITH ORDINALITY AS c(message_ord, project_id, recipient, recipient_name, variables, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message, n)
+  INSERT INTO transmissions (message_id, project_id, recipient, recipient_name, variables, subject, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message)
+  SELECT mi.id, c.project_id, c.recipient, c.recipient_name, c.variables, c.subject, c.status, c.next_attempt_at, c.attempts, c.created_at, c.updated_at, c.completed_at, c.result_code, c.result_message
+  FROM unnest($11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::bigint[], $19::integer[], $20::bigint[], $21::bigint[], $22::bigint[], $23::text[], $24::text[])
+    WITH ORDINALITY AS c(message_ord, project_id, recipient, recipient_name, variables, subject, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message, n)
   JOIN mi ON mi.ord = c.message_ord
   ORDER BY c.n
 )
