@@ -50,7 +50,11 @@ posthorn: --port (PORT) must be a port between 0 and 65535, got 99999
   \`sqlite::memory:\`). Anything else (\`mysql://...\`, \`postgres:/typo\`, \`sqlite://relative.db\`, a
   bare file name) is refused, so a typo never becomes a SQLite file named after the URL. Without
   it, the SQLite database is \`<--data>/posthorn.db\`. Passwords in URLs are shown as \`***\`.
-- An unknown option is refused (\`unknown option --prot\`).
+- An unknown option is refused (\`unknown option --prot\`), and so is an option that takes a value
+  given none (\`--data\` as the last word, or followed by another option: \`--data needs a value\`),
+  which would otherwise be read as the word \`true\`.
+- A command's own words and flags are checked the same way, before it opens or creates a database
+  ([the command line](cli.md)): \`posthorn account create\` without \`--name\` creates nothing.
 
 ## When posthorn cannot start
 

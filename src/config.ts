@@ -315,10 +315,15 @@ const DEFAULTS = {
 
 export class ConfigError extends Error {}
 
-/** Splits argv into positional words and --flag values (repeatable flags accumulate). */
-export function parseArgv(argv: readonly string[]): { positional: string[]; flags: Map<string, string[]> } {
+/**
+ * Splits argv into positional words and --flag values (repeatable flags accumulate). A flag with
+ * no value (the last word, or followed by another flag) reads "true", and is named in `bare`: a
+ * flag that takes a value given none is refused, not read as the word "true".
+ */
+export function parseArgv(argv: readonly string[]): { positional: string[]; flags: Map<string, string[]>; bare: Set<string> } {
   const positional: string[] = [];
   const flags = new Map<string, string[]>();
+  const bare = new Set<string>();
   for (let i = 0; i < argv.length; i++) {
     const word = argv[i];
     if (!word.startsWith('--')) {
@@ -330,10 +335,13 @@ export function parseArgv(argv: readonly string[]): { positional: string[]; flag
     let value: string;
     if (eq !== -1) value = word.slice(eq + 1);
     else if (i + 1 < argv.length && !argv[i + 1].startsWith('--')) value = argv[++i];
-    else value = 'true';
+    else {
+      value = 'true';
+      bare.add(name);
+    }
     flags.set(name, [...(flags.get(name) ?? []), value]);
   }
-  return { positional, flags };
+  return { positional, flags, bare };
 }
 
 /** @param label how the message names the option: --flag, or --flag (VARIABLE) when it came from the environment */
@@ -361,12 +369,16 @@ function convert(spec: OptionSpec, raw: string[], label = `--${spec.flag}`): unk
   }
 }
 
-/** Reads flags first, then the environment, then defaults. Unknown flags are refused. */
-/** @param commandFlags the flags of the command being run, accepted besides the options. */
+/**
+ * Reads flags first, then the environment, then defaults. Unknown flags are refused.
+ * @param commandFlags the flags of the command being run, accepted besides the options.
+ * @param bare the flags given without a value (parseArgv): refused unless they are true/false.
+ */
 export function parseConfig(
   flags: Map<string, string[]>,
   env: NodeJS.ProcessEnv = process.env,
   commandFlags: ReadonlySet<string> = new Set(),
+  bare: ReadonlySet<string> = new Set(),
 ): Readonly<Config> {
   ({ flags, env } = renameDeprecated(flags, env));
   const known = new Set(OPTIONS.map((o) => o.flag));
@@ -379,6 +391,7 @@ export function parseConfig(
     const fromEnv = spec.env !== undefined ? env[spec.env] : undefined;
     const label = fromFlag || spec.env === undefined ? `--${spec.flag}` : `--${spec.flag} (${spec.env})`;
     let value: unknown;
+    if (fromFlag && spec.kind !== 'bool' && bare.has(spec.flag)) throw new ConfigError(`--${spec.flag} needs a value (see: posthorn help)`);
     if (fromFlag) value = convert(spec, fromFlag, label);
     else if (fromEnv !== undefined && fromEnv !== '') value = convert(spec, [fromEnv], label);
     else continue;

@@ -5,6 +5,7 @@
 // anything that stops a command exits 1. Help and --version load only the command table.
 import fs from 'node:fs';
 import { ConfigError, describeOptions, parseArgv, parseConfig, type Config } from './config.ts';
+import { parseCommandArgs } from './cli/command-args.ts';
 import { describeFailure, wantsStack } from './cli/failures.ts';
 import { ALL_COMMANDS, COMMANDS } from './cli/index.ts';
 import { UsageError, type CliCommand } from './cli/types.ts';
@@ -25,7 +26,7 @@ ${describeOptions()}
 
 function printCommandHelp(command: CliCommand): void {
   const usage = command.usage.map((line) => `  posthorn ${line}`).join('\n');
-  const own = command.flags?.length ? `\nflags of its own: ${command.flags.map((f) => `--${f}`).join(', ')}\n` : '';
+  const own = command.flags ? `\nflags of its own: ${Object.keys(command.flags).map((f) => `--${f}`).join(', ')}\n` : '';
   const description = command.description ? `\n${wrap(command.description, 100)}\n` : '';
   process.stdout.write(`usage:\n${usage}\n${description}${own}\nand the service options of: posthorn help\n`);
 }
@@ -65,7 +66,7 @@ function expandShortFlags(argv: readonly string[]): string[] {
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const { positional, flags } = parseArgv(expandShortFlags(argv));
+  const { positional, flags, bare } = parseArgv(expandShortFlags(argv));
   const [command, ...rest] = positional;
   if (flags.has('version') || command === 'version') {
     process.stdout.write(`posthorn ${version()}\n`);
@@ -100,8 +101,10 @@ export async function main(argv: string[]): Promise<number> {
   }
   let config: Readonly<Config> | null = null;
   try {
-    config = parseConfig(flags, process.env, new Set(cli.flags ?? []));
-    return await cli.run({ config, args: rest, flags });
+    config = parseConfig(flags, process.env, new Set(Object.keys(cli.flags ?? {})), bare);
+    // The command's own words and flags, checked before it runs: a usage error does nothing (docs/cli.md).
+    const commandFlags = await parseCommandArgs(cli, rest, flags, bare);
+    return await cli.run({ config, args: rest, flags: commandFlags });
   } catch (error) {
     if (error instanceof ConfigError || error instanceof UsageError) {
       process.stderr.write(`posthorn: ${error.message}\n`);

@@ -1,17 +1,14 @@
 // account and init: accounts, and the first account and project of a new installation.
 // The operations are loaded when a command runs (src/cli/types.ts).
-import { flag, print, withExistingServices, withServices } from './output.ts';
-import { UsageError, type CliCommand, type CommandInput } from './types.ts';
+import { unhandled } from './command-args.ts';
+import { print, withExistingServices, withServices } from './output.ts';
+import { NAME, SWITCH, TEXT, type CliCommand, type CommandInput } from './types.ts';
 
 type Command = (input: CommandInput) => Promise<number>;
 
 const account: Command = async ({ config, args, flags }) => {
   const [sub, uid] = args;
-  const json = flags.has('json');
-  if (sub !== 'create' && sub !== 'list' && sub !== 'disable' && sub !== 'enable') {
-    throw new UsageError('usage: posthorn account create --name NAME | list | disable UID | enable UID');
-  }
-  if ((sub === 'disable' || sub === 'enable') && !uid) throw new UsageError(`account ${sub} needs the account UID`);
+  const json = flags.bool('json');
   const { createAccount, listAccounts, setAccountStatus } = await import('../operations/accounts.ts');
   if (sub === 'list') {
     // Read-only: without a database there is nothing to list, and none is created.
@@ -23,9 +20,7 @@ const account: Command = async ({ config, args, flags }) => {
   return withServices(config, async (services) => {
     switch (sub) {
       case 'create': {
-        const name = flag(flags, 'name');
-        if (!name) throw new UsageError('account create needs --name NAME');
-        const { account, apiKey } = await createAccount(services, { name });
+        const { account, apiKey } = await createAccount(services, { name: flags.needText('name') });
         print(json, { uid: account.uid, name: account.name, api_key: apiKey }, `account ${account.uid} "${account.name}"\naccount API key (shown once): ${apiKey}`);
         return 0;
       }
@@ -39,21 +34,23 @@ const account: Command = async ({ config, args, flags }) => {
         print(json, { uid: updated.uid, status: updated.status }, `account ${updated.uid} is now ${updated.status}`);
         return 0;
       }
+      default:
+        return unhandled(sub);
     }
   }, { create: sub === 'create' });
 };
 
 const init: Command = async ({ config, flags }) => {
-  const json = flags.has('json');
+  const json = flags.bool('json');
   const { createInstallation } = await import('../operations/installation.ts');
   const { listAccounts } = await import('../operations/accounts.ts');
   const { projectUrl } = await import('../operations/projects.ts');
   return withServices(config, async (services) => {
     const before = (await listAccounts(services)).length;
     const { account, project, user } = await createInstallation(services, {
-      accountName: flag(flags, 'name') ?? 'My account',
-      projectName: flag(flags, 'project-name') ?? 'My project',
-      email: flag(flags, 'email'),
+      accountName: flags.text('name') ?? 'My account',
+      projectName: flags.text('project-name') ?? 'My project',
+      email: flags.text('email'),
     });
     const out = {
       account: { uid: account.account.uid, name: account.account.name, api_key: account.apiKey },
@@ -85,14 +82,15 @@ export const accountCommands: CliCommand[] = [
     name: 'init',
     usage: ['init [--name NAME] [--project-name NAME] [--email EMAIL] [--json]   create an account, its first project and dashboard user; print both API keys and how to sign in'],
     description: 'Creates the database if needed, then an account and its first project (with the two sample templates), and prints the account API key and the project API key, and creates the first dashboard user (--email, default admin@<mailer host>) and prints the dashboard URL and its generated password. Keys and the password are shown once: only their hashes are stored.',
-    flags: ['json', 'name', 'project-name', 'email'],
+    flags: { json: SWITCH, name: NAME, 'project-name': NAME, email: TEXT },
     run: init,
   },
   {
     name: 'account',
     usage: ['account create --name NAME [--json]', 'account list [--json]', 'account disable UID | account enable UID'],
     description: 'Creates an account (printing its API key once), lists accounts (never creating a database), or disables and re-enables one (a disabled account\'s keys are answered 423 locked).',
-    flags: ['json', 'name'],
+    flags: { json: SWITCH, name: NAME },
+    subcommands: { create: { needs: ['name'] }, list: {}, disable: { args: ['UID'] }, enable: { args: ['UID'] } },
     run: account,
   },
 ];

@@ -1,9 +1,10 @@
 // domain: add a sending domain (its DKIM key is made), print the DNS records to publish as
 // zone-file lines, check them against DNS, list (docs/cli.md).
 import type { DomainView } from '../operations/domains.ts';
+import { unhandled } from './command-args.ts';
 import { print, withServices } from './output.ts';
 import { isoTime, resolveAccount, table } from './scope.ts';
-import { UsageError, type CliCommand, type CommandInput } from './types.ts';
+import { SWITCH, TEXT, type CliCommand, type CommandInput } from './types.ts';
 
 /** A TXT value as zone-file strings: quoted, split into the 255-byte strings DNS allows. */
 function zoneValue(type: string, value: string): string {
@@ -29,25 +30,22 @@ function present(view: DomainView) {
 
 async function domain({ config, args, flags }: CommandInput): Promise<number> {
   const [sub, name] = args;
-  const json = flags.has('json');
+  const json = flags.bool('json');
   const ops = await import('../operations/domains.ts');
   return withServices(config, async (services) => {
     const account = await resolveAccount(services, flags);
     switch (sub) {
       case 'add': {
-        if (!name) throw new UsageError('domain add needs the domain NAME');
         const view = await ops.createDomain(services, account, { name });
         print(json, present(view), [`domain ${view.domain.name} added; publish these records:`, ...zoneLines(view)].join('\n'));
         return 0;
       }
       case 'zone': {
-        if (!name) throw new UsageError('domain zone needs the domain NAME');
         const view = await ops.getDomain(services, account, { name });
         print(json, { name: view.domain.name, lines: zoneLines(view) }, zoneLines(view).join('\n'));
         return 0;
       }
       case 'check': {
-        if (!name) throw new UsageError('domain check needs the domain NAME');
         const view = await ops.checkDomain(services, account, { name });
         const check = view.lastCheck;
         const rows = check ? Object.entries(check.records).map(([purpose, r]) => [purpose, r.status, r.found.join(' | ').slice(0, 100)]) : [];
@@ -61,7 +59,7 @@ async function domain({ config, args, flags }: CommandInput): Promise<number> {
         return 0;
       }
       default:
-        throw new UsageError('usage: posthorn domain add NAME | zone NAME | check NAME | list  [--account UID]');
+        return unhandled(sub);
     }
   });
 }
@@ -71,7 +69,8 @@ export const domainCommands: CliCommand[] = [
     name: 'domain',
     usage: ['domain add NAME [--account UID] [--json]', 'domain zone NAME [--json]   the DNS records as zone-file lines', 'domain check NAME [--json]   exit 1 unless every record is in place', 'domain list [--json]'],
     description: 'Sending domains of an account: DKIM key, the SPF, DKIM and return-path records to publish, and their check against DNS (--dns-server).',
-    flags: ['json', 'account'],
+    flags: { json: SWITCH, account: TEXT },
+    subcommands: { add: { args: ['NAME'] }, zone: { args: ['NAME'] }, check: { args: ['NAME'] }, list: {} },
     run: domain,
   },
 ];

@@ -1,29 +1,27 @@
 // message: find a project's messages (by recipient, subject, template, status, uid) and show one
 // with its per-recipient timeline: accepted, each attempt with its SMTP reply, opens, clicks,
 // the final state (docs/cli.md). Message content is the sender's, shown as text only.
-import { flag, print, withServices } from './output.ts';
+import { unhandled } from './command-args.ts';
+import { print, withServices } from './output.ts';
 import { isoTime, resolveProject, table } from './scope.ts';
-import { UsageError, type CliCommand, type CommandInput } from './types.ts';
+import { SWITCH, TEXT, type CliCommand, type CommandInput } from './types.ts';
 
 async function message({ config, args, flags }: CommandInput): Promise<number> {
   const [sub, uid] = args;
-  const json = flags.has('json');
+  const json = flags.bool('json');
   const ops = await import('../operations/message-views.ts');
   return withServices(config, async (services) => {
     const { project } = await resolveProject(services, flags);
     switch (sub) {
       case 'find': {
-        const since = flag(flags, 'since');
-        const sinceMs = since === undefined ? null : Date.parse(since);
-        if (sinceMs !== null && Number.isNaN(sinceMs)) throw new UsageError('--since expects a date, like 2026-11-24 or 2026-11-24T10:00:00Z');
         const result = await ops.searchMessages(services, project, {
-          recipient: flag(flags, 'recipient'),
-          subject: flag(flags, 'subject'),
-          template: flag(flags, 'template'),
-          status: flag(flags, 'status'),
-          uid: flag(flags, 'uid'),
-          fromMs: sinceMs,
-          cursor: flag(flags, 'cursor'),
+          recipient: flags.text('recipient'),
+          subject: flags.text('subject'),
+          template: flags.text('template'),
+          status: flags.text('status'),
+          uid: flags.text('uid'),
+          fromMs: flags.time('since') ?? null,
+          cursor: flags.text('cursor'),
         });
         const out = {
           messages: result.items.map((i) => ({
@@ -42,7 +40,6 @@ async function message({ config, args, flags }: CommandInput): Promise<number> {
         return 0;
       }
       case 'show': {
-        if (!uid) throw new UsageError('message show needs the message UID (or its id)');
         const found = await ops.findProjectMessageByUidOrId(services, project, uid);
         const view = await ops.getMessageView(services, found, project);
         const out = {
@@ -77,7 +74,7 @@ async function message({ config, args, flags }: CommandInput): Promise<number> {
         return 0;
       }
       default:
-        throw new UsageError('usage: posthorn message find [--recipient R] [--subject S] [--template T] [--status S] [--since DATE] | show UID  [--project UID]');
+        return unhandled(sub);
     }
   });
 }
@@ -90,7 +87,19 @@ export const messageCommands: CliCommand[] = [
       'message show UID|ID [--project UID] [--json]   every recipient with its timeline',
     ],
     description: 'Messages of a project: newest first, 50 at a time (--cursor for the next page).',
-    flags: ['json', 'account', 'project', 'recipient', 'subject', 'template', 'status', 'since', 'uid', 'cursor'],
+    flags: {
+      json: SWITCH,
+      account: TEXT,
+      project: TEXT,
+      recipient: TEXT,
+      subject: TEXT,
+      template: TEXT,
+      status: { kind: 'text', oneOf: async () => (await import('../operations/reports/message-report.ts')).TRANSMISSION_STATUSES },
+      since: { kind: 'time' },
+      uid: TEXT,
+      cursor: TEXT,
+    },
+    subcommands: { find: {}, show: { args: ['UID'] } },
     run: message,
   },
 ];

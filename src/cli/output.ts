@@ -1,13 +1,8 @@
-// Helpers every command file shares: reading a flag, printing JSON or text, opening the services.
+// What every command file shares: printing JSON or text, opening the services.
 // The app is imported when a command runs, not when the table loads (src/cli/types.ts).
 import type { Config } from '../config.ts';
 import type { Services } from '../services.ts';
 import { UsageError } from './types.ts';
-
-export function flag(flags: Map<string, string[]>, name: string): string | undefined {
-  const v = flags.get(name);
-  return v?.[v.length - 1];
-}
 
 /** `--json`: one JSON document on stdout; otherwise the human text. */
 export function print(json: boolean, value: unknown, text: string): void {

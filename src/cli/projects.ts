@@ -1,20 +1,19 @@
 // project: create, list, rotate a project's key, set its retention (docs/cli.md). Keys are printed
 // once, when made. The operations are loaded when a command runs (src/cli/types.ts).
-import { flag, print, withServices } from './output.ts';
+import { unhandled } from './command-args.ts';
+import { print, withServices } from './output.ts';
 import { isoTime, resolveAccount, table } from './scope.ts';
-import { UsageError, type CliCommand, type CommandInput } from './types.ts';
+import { NAME, SWITCH, TEXT, type CliCommand, type CommandInput } from './types.ts';
 
 async function project({ config, args, flags }: CommandInput): Promise<number> {
   const [sub, uid] = args;
-  const json = flags.has('json');
+  const json = flags.bool('json');
   const ops = await import('../operations/projects.ts');
   return withServices(config, async (services) => {
     const account = await resolveAccount(services, flags);
     switch (sub) {
       case 'create': {
-        const name = flag(flags, 'name');
-        if (!name) throw new UsageError('project create needs --name NAME');
-        const { project: p, apiKey } = await ops.createProject(services, account, { name, uid: flag(flags, 'uid') });
+        const { project: p, apiKey } = await ops.createProject(services, account, { name: flags.needText('name'), uid: flags.text('uid') });
         const out = { uid: p.uid, name: p.name, account_uid: account.uid, url: ops.projectUrl(services, p), api_key: apiKey };
         print(json, out, `project ${out.uid} "${out.name}"\nproject API key (shown once): ${apiKey}`);
         return 0;
@@ -37,22 +36,18 @@ async function project({ config, args, flags }: CommandInput): Promise<number> {
         return 0;
       }
       case 'rotate-key': {
-        if (!uid) throw new UsageError('project rotate-key needs the project UID');
         const { project: p, apiKey } = await ops.rotateProjectKey(services, account, uid);
         print(json, { uid: p.uid, api_key: apiKey }, `project ${p.uid}: new API key (shown once) ${apiKey}; the old key no longer works`);
         return 0;
       }
       case 'set-retention': {
-        const days = flag(flags, 'days');
-        if (!uid || days === undefined || !/^\d+$/.test(days) || Number(days) > ops.MAX_RETENTION_DAYS) {
-          throw new UsageError(`project set-retention needs the project UID and --days N (0 to ${ops.MAX_RETENTION_DAYS}; 0 keeps everything)`);
-        }
-        const view = await ops.updateProject(services, account, uid, { settings: { retention_days: Number(days) } });
-        print(json, { uid: view.project.uid, retention_days: Number(days) }, `project ${view.project.uid}: messages are kept ${Number(days) === 0 ? 'forever' : `${days} days`}`);
+        const days = flags.int('days', 0);
+        const view = await ops.updateProject(services, account, uid, { settings: { retention_days: days } });
+        print(json, { uid: view.project.uid, retention_days: days }, `project ${view.project.uid}: messages are kept ${days === 0 ? 'forever' : `${days} days`}`);
         return 0;
       }
       default:
-        throw new UsageError('usage: posthorn project create --name NAME | list | rotate-key UID | set-retention UID --days N  [--account UID]');
+        return unhandled(sub);
     }
   });
 }
@@ -67,7 +62,15 @@ export const projectCommands: CliCommand[] = [
       'project set-retention UID --days N [--account UID] [--json]',
     ],
     description: 'Projects of an account. --account may be left out when there is one account. Keys are shown once.',
-    flags: ['json', 'name', 'uid', 'account', 'days'],
+    flags: {
+      json: SWITCH,
+      name: NAME,
+      uid: TEXT,
+      account: TEXT,
+      // As the API's retention_days: 0 (keeps everything) to MAX_RETENTION_DAYS.
+      days: { kind: 'int', min: 0, max: async () => (await import('../operations/projects.ts')).MAX_RETENTION_DAYS },
+    },
+    subcommands: { create: { needs: ['name'] }, list: {}, 'rotate-key': { args: ['UID'] }, 'set-retention': { args: ['UID'], needs: ['days'] } },
     run: project,
   },
 ];

@@ -3,14 +3,13 @@
 // and printing rows as an aligned table.
 import type { Services } from '../services.ts';
 import type { Account, Caller, Project, ProjectCaller } from '../operations/context.ts';
-import { flag } from './output.ts';
-import { UsageError } from './types.ts';
+import { UsageError, type CommandFlags } from './types.ts';
 
 export class NotFoundError extends Error {}
 
-export async function resolveAccount(services: Services, flags: Map<string, string[]>): Promise<Account> {
+export async function resolveAccount(services: Services, flags: CommandFlags): Promise<Account> {
   const { listAccounts } = await import('../operations/accounts.ts');
-  const uid = flag(flags, 'account');
+  const uid = flags.text('account');
   const accounts = await listAccounts(services);
   if (uid !== undefined) {
     const account = accounts.find((a) => a.uid === uid);
@@ -21,10 +20,10 @@ export async function resolveAccount(services: Services, flags: Map<string, stri
   throw new UsageError(accounts.length === 0 ? 'there is no account yet (posthorn init)' : 'there are several accounts: name one with --account UID');
 }
 
-export async function resolveProject(services: Services, flags: Map<string, string[]>): Promise<{ account: Account; project: Project }> {
+export async function resolveProject(services: Services, flags: CommandFlags): Promise<{ account: Account; project: Project }> {
   const account = await resolveAccount(services, flags);
   const { findAccountProject, listProjects } = await import('../operations/projects.ts');
-  const uid = flag(flags, 'project');
+  const uid = flags.text('project');
   if (uid !== undefined) return { account, project: await findAccountProject(services, account, uid) };
   const projects = await listProjects(services, account);
   if (projects.length === 1) return { account, project: projects[0].project };
@@ -49,12 +48,4 @@ export function table(header: readonly string[], rows: ReadonlyArray<ReadonlyArr
 
 export function isoTime(ms: number | null | undefined): string | null {
   return ms === null || ms === undefined ? null : new Date(Number(ms)).toISOString();
-}
-
-/** A positive whole number from a flag, or the default. */
-export function intFlag(flags: Map<string, string[]>, name: string, fallback: number, max: number): number {
-  const raw = flag(flags, name);
-  if (raw === undefined) return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > max) throw new UsageError(`--${name} expects a whole number from 1 to ${max}, got "${raw}"`);
-  return Number(raw);
 }

@@ -43,6 +43,7 @@ const serve: Command = async ({ config }) => {
   const background = app.background.map((b) => b.name);
   let stopSharing = () => {};
   if (supervised) {
+    if (config.role === 'api') await receiveDeliveryState(app.services);
     if (process.env[WAKE_RELAY_ENV] === '1') sendWakes(app.services.store);
     if (config.role === 'worker') receiveWakes(app.services.store);
     if (process.env[API_SIBLINGS_ENV] === '1') await gatherSiblingMetrics(app.services);
@@ -94,6 +95,19 @@ function receiveWakes(store: WakeBus): void {
   process.on('message', (raw) => {
     const message = raw as { type?: string; channel?: WakeChannel };
     if (message?.type === 'wake' && message.channel) store.wake(message.channel);
+  });
+}
+
+/**
+ * An API process's side of the delivery process's state: what the supervisor tells it (when it is
+ * ready, and at every change) is what its /readyz reports as `delivery` (docs/operations.md,
+ * "Health"). Only a serve with a delivery process of its own tells it anything.
+ */
+async function receiveDeliveryState(services: Services): Promise<void> {
+  const { setDeliveryProcessState } = await import('../observability/readiness.ts');
+  process.on('message', (raw) => {
+    const message = raw as SupervisorMessage;
+    if (message?.type === 'delivery-state' && typeof message.state === 'string') setDeliveryProcessState(services, message.state);
   });
 }
 

@@ -2,8 +2,9 @@
 // a supervisor that forks the API processes (--role api) and a delivery process (--role worker) on
 // the same database, restarts one that dies, forwards SIGTERM/SIGINT for a graceful stop, relays
 // the API processes' wake-ups to the delivery process (SQLite has no LISTEN/NOTIFY: without the
-// relay the delivery process would find new mail only at its next poll), and gathers the API
-// processes' metrics (the delivery process's with them) for /metrics.
+// relay the delivery process would find new mail only at its next poll), gathers the API
+// processes' metrics (the delivery process's with them) for /metrics, and tells the API processes
+// the delivery process's state for their /readyz.
 //
 // Several API processes share --port as Node's cluster shares it: this process holds the listening
 // socket and hands each new connection to the next API process in turn (round robin; the kernel's
@@ -34,7 +35,10 @@ export type SupervisorMessage =
   | { type: 'metrics-part'; id: number; metrics: unknown[] }
   | { type: 'metrics-parts'; id: number; parts: unknown[][] }
   // --rate-limit-per-key: the tokens one process took, by key, passed to the others (operations/rate-limits.ts).
-  | { type: 'rate-taken'; taken: Array<[string, number]> };
+  | { type: 'rate-taken'; taken: Array<[string, number]> }
+  // To each API process, whenever it changes and when the API process is ready: the delivery
+  // process's state as /readyz reports it (observability/readiness.ts, docs/operations.md "Health").
+  | { type: 'delivery-state'; state: string };
 
 /** The environment variable a supervised child is started with. */
 export const SUPERVISED_ENV = 'POSTHORN_SUPERVISED';
@@ -148,6 +152,19 @@ interface Slot {
   ready: boolean;
   startedAt: number;
   restartDelayMs: number;
+  /** how its last process ended ("exit code 1", "killed by SIGKILL") until its next one is ready */
+  lastExit: string | null;
+}
+
+/**
+ * A process's state as /readyz names it (docs/operations.md, "Health"): running once it said it is
+ * ready; while it is not, restarting (and how the last one ended) after one ended, else starting;
+ * stopping once the service stops.
+ */
+function describeChildState(slot: Pick<Slot, 'child' | 'ready' | 'lastExit'>, stopping: boolean): string {
+  if (stopping) return 'stopping';
+  if (slot.child && slot.ready) return 'running';
+  return slot.lastExit === null ? 'starting' : `restarting (${slot.lastExit})`;
 }
 
 export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan, log: Logger): Promise<number> {
@@ -155,7 +172,7 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
   // starts first and applies the migrations (and is the first to log its url); the others start
   // once it is ready, so two processes never race to migrate one database.
   const roles: ChildRole[] = [...(plan.worker ? (['worker'] as const) : []), ...Array.from({ length: plan.api }, () => 'api' as const)];
-  const slots: Slot[] = roles.map((role) => ({ role, child: null, ready: false, startedAt: 0, restartDelayMs: RESTART_FIRST_MS }));
+  const slots: Slot[] = roles.map((role) => ({ role, child: null, ready: false, startedAt: 0, restartDelayMs: RESTART_FIRST_MS, lastExit: null }));
   const firstApi = slots.find((s) => s.role === 'api')!;
   const shareApiPort = plan.api > 1;
   let stopping = false;
@@ -189,6 +206,14 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
    */
   const gathers = new Map<number, { requester: ChildProcess; requestId: number; parts: unknown[][]; waiting: Set<ChildProcess>; timer: NodeJS.Timeout }>();
   let gatherSequence = 0;
+  // The delivery process's state, to the API processes that are ready (one that is not yet is told
+  // when it is).
+  const deliverySlot = slots.find((s) => s.role === 'worker');
+  const tellDeliveryState = (to: readonly Slot[]) => {
+    if (!deliverySlot) return;
+    const message = { type: 'delivery-state', state: describeChildState(deliverySlot, stopping) } satisfies SupervisorMessage;
+    for (const slot of to) if (slot.role === 'api' && slot.ready && slot.child?.connected) slot.child.send(message, () => {});
+  };
   const sendParts = (id: number) => {
     const gather = gathers.get(id);
     if (!gather) return;
@@ -221,6 +246,8 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
       const message = raw as SupervisorMessage;
       if (message?.type === 'ready') {
         slot.ready = true;
+        slot.lastExit = null;
+        tellDeliveryState(slot.role === 'worker' ? slots : [slot]);
         // Once it is ready, so that every thread it starts with is there to be lowered.
         if (slot.role === 'api' && plan.lowerApi && child.pid !== undefined) lowerPriority(child.pid, API_NICENESS);
         if (slot === firstApi) apiUrl = message.url;
@@ -257,6 +284,8 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
     child.once('exit', (code, signal) => {
       slot.child = null;
       slot.ready = false;
+      slot.lastExit = code !== null ? `exit code ${code}` : `killed by ${signal}`;
+      if (slot === deliverySlot) tellDeliveryState(slots);
       // A gather waits for no part of a process that has gone (its /metrics is answered with the
       // others' at once, not after METRICS_GATHER_MS), and answers no process that has gone.
       for (const [id, gather] of gathers) {
@@ -293,6 +322,7 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
   const stopAll = () => {
     if (stopping) return;
     stopping = true;
+    tellDeliveryState(slots);
     for (const timer of restartTimers) clearTimeout(timer);
     const live = liveChildren();
     if (live.length === 0) settle(exitCode);

@@ -5,9 +5,10 @@
 // created or updated (parts not given keep their value on update).
 import fs from 'node:fs';
 import path from 'node:path';
-import { flag, print, withServices } from './output.ts';
+import { unhandled } from './command-args.ts';
+import { print, withServices } from './output.ts';
 import { accountCaller, isoTime, resolveProject, table } from './scope.ts';
-import { UsageError, type CliCommand, type CommandInput } from './types.ts';
+import { SWITCH, TEXT, UsageError, type CliCommand, type CommandInput } from './types.ts';
 import type { TemplateInput } from '../operations/templates.ts';
 
 const PARTS: Record<string, keyof TemplateInput> = { '.html': 'html', '.htm': 'html', '.txt': 'text', '.text': 'text', '.css': 'css' };
@@ -46,7 +47,7 @@ export function readTemplateFiles(files: readonly string[]): Map<string, Templat
 
 async function template({ config, args, flags }: CommandInput): Promise<number> {
   const [sub, ...rest] = args;
-  const json = flags.has('json');
+  const json = flags.bool('json');
   const ops = await import('../operations/templates.ts');
   switch (sub) {
     case 'list':
@@ -58,7 +59,7 @@ async function template({ config, args, flags }: CommandInput): Promise<number> 
         return 0;
       });
     case 'push': {
-      if (rest.length === 0) throw new UsageError('template push needs FILE... (<slug>.html, <slug>.txt, <slug>.css, <slug>.json)');
+      // The files are read (and their parts checked) before the database is opened.
       const bySlug = readTemplateFiles(rest);
       return withServices(config, async (services) => {
         const { account, project } = await resolveProject(services, flags);
@@ -80,17 +81,7 @@ async function template({ config, args, flags }: CommandInput): Promise<number> 
     }
     case 'render': {
       const slug = rest[0];
-      if (!slug) throw new UsageError('template render needs the SLUG');
-      let variables: Record<string, unknown> = {};
-      const raw = flag(flags, 'variables');
-      if (raw !== undefined) {
-        try {
-          variables = JSON.parse(raw) as Record<string, unknown>;
-        } catch {
-          throw new UsageError('--variables expects a JSON object, like {"name":"Ada"}');
-        }
-        if (!variables || typeof variables !== 'object' || Array.isArray(variables)) throw new UsageError('--variables expects a JSON object');
-      }
+      const variables = flags.object('variables') ?? {};
       const { previewTemplateFor } = await import('../operations/template-preview.ts');
       return withServices(config, async (services) => {
         const { account, project } = await resolveProject(services, flags);
@@ -111,7 +102,7 @@ async function template({ config, args, flags }: CommandInput): Promise<number> 
       });
     }
     default:
-      throw new UsageError('usage: posthorn template list | push FILE... | render SLUG [--variables JSON]  [--project UID] [--account UID]');
+      return unhandled(sub);
   }
 }
 
@@ -124,7 +115,8 @@ export const templateCommands: CliCommand[] = [
       'template render SLUG [--variables JSON] [--project UID] [--json]',
     ],
     description: 'Templates of a project. push creates or updates one template per slug from its files; render prints a preview with sample variables.',
-    flags: ['json', 'account', 'project', 'variables'],
+    flags: { json: SWITCH, account: TEXT, project: TEXT, variables: { kind: 'json-object' } },
+    subcommands: { list: {}, push: { args: ['FILE...'] }, render: { args: ['SLUG'] } },
     run: template,
   },
 ];

@@ -2,28 +2,25 @@
 // list deliveries (docs/cli.md). The test event is posted by the running service's dispatcher;
 // --wait SECONDS waits for its outcome.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { flag, print, withServices } from './output.ts';
-import { intFlag, isoTime, resolveAccount, table } from './scope.ts';
-import { UsageError, type CliCommand, type CommandInput } from './types.ts';
+import { unhandled } from './command-args.ts';
+import { print, withServices } from './output.ts';
+import { isoTime, resolveAccount, table } from './scope.ts';
+import { SWITCH, TEXT, type CliCommand, type CommandInput } from './types.ts';
 
 async function webhook({ config, args, flags }: CommandInput): Promise<number> {
   const [sub, arg] = args;
-  const json = flags.has('json');
+  const json = flags.bool('json');
   const ops = await import('../operations/webhooks.ts');
   return withServices(config, async (services) => {
     const account = await resolveAccount(services, flags);
     switch (sub) {
       case 'add': {
-        if (!arg) throw new UsageError('webhook add needs the URL');
-        const events = flag(flags, 'events')?.split(',').map((e) => e.trim()).filter(Boolean);
-        for (const e of events ?? []) {
-          if (!(ops.WEBHOOK_EVENTS as readonly string[]).includes(e)) throw new UsageError(`unknown event "${e}" (known: ${ops.WEBHOOK_EVENTS.join(', ')})`);
-        }
+        const events = flags.list('events') as (typeof ops.WEBHOOK_EVENTS)[number][];
         const created = await ops.createWebhook(services, account, {
           url: arg,
-          uid: flag(flags, 'uid'),
-          events: events as (typeof ops.WEBHOOK_EVENTS)[number][] | undefined,
-          projectUid: flag(flags, 'project'),
+          uid: flags.text('uid'),
+          events: events.length > 0 ? events : undefined,
+          projectUid: flags.text('project'),
         });
         const out = { uid: created.webhook.uid, url: created.webhook.url, events: JSON.parse(created.webhook.events), project_uid: created.projectUid, secret: created.secret };
         print(json, out, `webhook ${out.uid} -> ${out.url}\nsigning secret (shown once): ${out.secret}`);
@@ -41,9 +38,7 @@ async function webhook({ config, args, flags }: CommandInput): Promise<number> {
         return 0;
       }
       case 'test': {
-        if (!arg) throw new UsageError('webhook test needs the webhook UID');
-        // Every flag is checked before the event is queued: a usage error has no effect (docs/cli.md).
-        const waitS = flag(flags, 'wait') === undefined ? 0 : intFlag(flags, 'wait', 30, 600);
+        const waitS = flags.int('wait', 0);
         const { sendWebhookTestEvent, readOutboundStates } = await import('../operations/webhook-test.ts');
         const queued = await sendWebhookTestEvent(services, account, arg);
         let state: string = 'pending';
@@ -57,12 +52,10 @@ async function webhook({ config, args, flags }: CommandInput): Promise<number> {
         return state === 'failed' || (waitS > 0 && state === 'pending') ? 1 : 0;
       }
       case 'deliveries': {
-        const status = flag(flags, 'state');
-        if (status !== undefined && !['pending', 'delivered', 'failed'].includes(status)) throw new UsageError('--state must be pending, delivered or failed');
         const views = await ops.listDeliveries(services, account, {
-          webhookUid: arg ?? flag(flags, 'webhook'),
-          status: status as 'pending' | 'delivered' | 'failed' | undefined,
-          limit: intFlag(flags, 'limit', 50, 1000),
+          webhookUid: arg ?? flags.text('webhook'),
+          status: flags.text('state') as 'pending' | 'delivered' | 'failed' | undefined,
+          limit: flags.int('limit', 50),
         });
         const out = views.map((v) => ({
           id: v.request.id,
@@ -83,7 +76,7 @@ async function webhook({ config, args, flags }: CommandInput): Promise<number> {
         return 0;
       }
       default:
-        throw new UsageError('usage: posthorn webhook add URL | list | test UID [--wait SECONDS] | deliveries [UID]  [--account UID]');
+        return unhandled(sub);
     }
   });
 }
@@ -98,7 +91,18 @@ export const webhookCommands: CliCommand[] = [
       'webhook deliveries [UID] [--state pending|delivered|failed] [--limit N] [--json]',
     ],
     description: 'Webhook endpoints of an account and the requests made to them.',
-    flags: ['json', 'account', 'project', 'events', 'uid', 'wait', 'state', 'limit', 'webhook'],
+    flags: {
+      json: SWITCH,
+      account: TEXT,
+      project: TEXT,
+      events: { kind: 'list', oneOf: async () => (await import('../operations/webhooks.ts')).WEBHOOK_EVENTS },
+      uid: TEXT,
+      wait: { kind: 'int', min: 1, max: 600 },
+      state: { kind: 'text', oneOf: ['pending', 'delivered', 'failed'] },
+      limit: { kind: 'int', min: 1, max: 1000 },
+      webhook: TEXT,
+    },
+    subcommands: { add: { args: ['URL'] }, list: {}, test: { args: ['UID'] }, deliveries: { args: ['[UID]'] } },
     run: webhook,
   },
 ];

@@ -7,6 +7,12 @@
 // started, and from the moment shutdown begins /readyz says so, so a load balancer drains the
 // process before its loops stop. A process started without background loops (role api, or tests of
 // the API alone) has no loop to wait for.
+//
+// An API process of a serve that supervises a delivery process beside it (cli/supervisor.ts) also
+// reports that process's state as the supervisor last told it (`delivery`): for the operator, who
+// sees the whole service on --port. It never makes the API process not ready: while the delivery
+// process restarts the API still accepts and stores mail durably, and a load balancer must not
+// drop it for that (docs/operations.md, "Health").
 import type { Services } from '../services.ts';
 import { listPendingMigrations, pingDatabase } from '../storage/ops-stats.ts';
 import type { Store } from '../storage/store.ts';
@@ -17,11 +23,17 @@ export const PING_TIMEOUT_MS = 2000;
 export type LoopState = 'starting' | 'running' | 'stopping';
 
 const loopStates = new WeakMap<Store, LoopState>();
+const deliveryProcessStates = new WeakMap<Store, string>();
 /** Stores found fully migrated: migrations are never un-applied, so it is checked until true. */
 const migrated = new WeakSet<Store>();
 
 export function setLoopState(services: Services, state: LoopState): void {
   loopStates.set(services.store, state);
+}
+
+/** The supervised delivery process's state, as the supervisor tells this API process: running, starting, restarting (...), stopping. */
+export function setDeliveryProcessState(services: Services, state: string): void {
+  deliveryProcessStates.set(services.store, state);
 }
 
 export interface Readiness {
@@ -30,6 +42,8 @@ export interface Readiness {
     database: string;
     migrations: string;
     loops: string;
+    /** informational: the supervised delivery process beside this API process, where there is one */
+    delivery?: string;
   };
 }
 
@@ -77,5 +91,7 @@ export async function checkReadiness(services: Services): Promise<Readiness> {
     checks.loops = loops;
     if (loops !== 'running') ready = false;
   }
+  const delivery = deliveryProcessStates.get(store);
+  if (delivery !== undefined) checks.delivery = delivery;
   return { ready, checks };
 }

@@ -1,6 +1,7 @@
 // What the command line says when it cannot do what was asked (docs/configuration.md, "When
 // posthorn cannot start"): one line `posthorn: <what and how to fix>`, a non-zero exit, the stack
-// only at --log-level debug; and the commands that only read or print never create a database.
+// only at --log-level debug; the commands that only read or print never create a database; and a
+// mistyped command is refused before it opens or creates one (docs/cli.md, "Exit codes").
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -8,6 +9,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import { freshDatabaseUrl, releaseDatabaseUrl, testDatabase } from '../helpers/databases.ts';
 import { BIN } from '../helpers/processes.ts';
 
 const PACKAGE_VERSION = (JSON.parse(fs.readFileSync('package.json', 'utf8')) as { version: string }).version;
@@ -76,6 +79,61 @@ describe('posthorn CLI failures and read-only commands', () => {
     assert.equal(json.code, 0, json.stderr);
     assert.deepEqual(JSON.parse(json.stdout), []);
     assertNothingCreated();
+  });
+
+  it(`a mistyped command is refused with exit 2 and one line naming the mistake, before it opens or creates a database (${testDatabase()})`, async () => {
+    // On PostgreSQL a fresh database, which a command that opened it would have migrated.
+    const databaseUrl = await freshDatabaseUrl();
+    const extraEnv: Record<string, string> = databaseUrl ? { DATABASE_URL: databaseUrl } : {};
+    try {
+      const mistakes: Array<[string[], RegExp]> = [
+        [['account', 'create'], /account create needs --name \(usage: posthorn account create --name NAME/],
+        [['account', 'create', 'Acme'], /account create does not take "Acme"; a value with spaces goes in quotes/],
+        [['account', 'create', '--name'], /--name needs a value/],
+        [['account', 'create', '--name', ' '], /--name must not be empty/],
+        [['account', 'enable'], /account enable needs UID/],
+        [['init', '--name', 'My', 'Company'], /init does not take "Company"/],
+        [['project', 'create'], /project create needs --name/],
+        [['project', 'creat', '--name', 'Shop'], /project has no subcommand "creat": it takes one of create, list, rotate-key, set-retention/],
+        [['project', 'set-retention', 'shop', '--days', '9999'], /--days expects a whole number from 0 to 3650, got "9999"/],
+        [['webhook', 'add'], /webhook add needs URL/],
+        [['webhook', 'add', 'https://hooks.example.test/x', '--events', 'delivered,nonsense'], /--events takes delivered, .* got "nonsense"/],
+        [['webhook', 'test', 'hook', '--wait', '0'], /--wait expects a whole number from 1 to 600, got "0"/],
+        [['webhook', 'deliveries', '--state', 'done'], /--state must be one of pending, delivered, failed, got "done"/],
+        [['webhook', 'list', '--json', 'extra'], /--json takes no value, got "extra"/],
+        [['domain', 'add'], /domain add needs NAME/],
+        [['domain', 'add', 'example.test', 'example.org'], /domain add does not take "example.org"/],
+        [['user', 'create', '--email', 'dev@example.test'], /user create needs --account/],
+        [['message', 'find', '--since', 'yesterday'], /--since expects a date/],
+        [['message', 'find', '--status', 'sent'], /--status must be one of queued, retry, completed, failed, got "sent"/],
+        [['message', 'show'], /message show needs UID/],
+        [['send', '--to', 'ada@example.test'], /send needs --text or --html or --template/],
+        [['send', '--to', 'ada@example.test', '--text', 'x', '--variables', '[1]'], /--variables expects a JSON object/],
+        [['template', 'render', 'welcome', '--variables', 'name=Ada'], /--variables expects a JSON object/],
+        [['template', 'push'], /template push needs FILE/],
+        [['purge', '--batch', '0'], /--batch expects a whole number from 1 to 10000, got "0"/],
+        [['serve', '--data'], /--data needs a value/],
+        [['migrate', 'now'], /migrate does not take "now"/],
+      ];
+      for (const [args, pattern] of mistakes) {
+        const r = run(args, extraEnv);
+        assert.deepEqual(fs.readdirSync(dataDir), [], `posthorn ${args.join(' ')} wrote to the data directory`);
+        assertOneLine(r, 2, pattern);
+      }
+      assertNothingCreated();
+      if (databaseUrl) {
+        const client = new pg.Client({ connectionString: databaseUrl });
+        await client.connect();
+        try {
+          const { rows } = await client.query<{ n: string }>(`select count(*) as n from information_schema.tables where table_schema = 'public'`);
+          assert.equal(Number(rows[0].n), 0, 'no table was created (no migration ran)');
+        } finally {
+          await client.end();
+        }
+      }
+    } finally {
+      await releaseDatabaseUrl(databaseUrl);
+    }
   });
 
   it('every command checks every option before it starts: migrate refuses a bad retry schedule as serve does', () => {

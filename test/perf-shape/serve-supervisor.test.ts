@@ -10,6 +10,9 @@
 //     send, among them) runs API_NICENESS steps below the supervisor's priority, the delivery
 //     process's at it; with fewer, all at it.
 //   - kill -9 of the supervisor leaves no child behind; SIGTERM stops all three with exit 0.
+//   - /readyz on --port (the API process's) reports the delivery process's state: running;
+//     restarting, and why, while it is down, and still 200 (the API accepts and stores meanwhile);
+//     running again once the supervisor restarted it.
 //   - --processes 1 runs everything in one process, as before.
 //   - --role api --api-processes 2: two API processes share the one port, connections handed out
 //     in turn (both answer); /metrics from either counts the requests both answered; one killed
@@ -27,6 +30,7 @@ import { after, before, describe, it } from 'node:test';
 import { SMTPServer } from 'smtp-server';
 import { freshDatabaseUrl, releaseDatabaseUrl, testDatabase } from '../helpers/databases.ts';
 import { BIN, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
+import { until } from '../helpers/wait.ts';
 import { API_NICENESS } from '../../src/cli/supervisor.ts';
 
 const DELIVERY_LIMIT_MS = 20_000;
@@ -193,6 +197,44 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     assert.deepEqual(await waitGone([api, restarted.pid as number], EXIT_LIMIT_MS), []);
   });
 
+  it('/readyz on --port reports the delivery process: restarting while it is down (still ready), running once restarted', async () => {
+    const serve = startPosthorn('serve', supervisedArgs(), env);
+    const running = await serve.waitForLog((l) => l.msg === 'posthorn is running', 'startup');
+    const url = running.url as string;
+    const [worker] = childPids(running);
+    const readyz = async () => {
+      const r = await fetch(`${url}/readyz`);
+      return { status: r.status, body: (await r.json()) as { status: string; checks: Record<string, string> } };
+    };
+    const first = await until('the delivery process reported running on /readyz', async () => {
+      const answer = await readyz();
+      return answer.body.checks.delivery === 'running' && answer;
+    });
+    assert.equal(first.status, 200);
+    assert.deepEqual(first.body, { status: 'ready', checks: { database: 'ok', migrations: 'ok', loops: 'none', delivery: 'running' } });
+    process.kill(worker, 'SIGKILL');
+    // The supervisor restarts it after RESTART_FIRST_MS (500 ms) and it then starts: a window much
+    // wider than one /readyz apart.
+    const down = await until('/readyz reporting the delivery process restarting', async () => {
+      const answer = await readyz();
+      return answer.body.checks.delivery !== 'running' && answer;
+    });
+    assert.equal(down.body.checks.delivery, 'restarting (killed by SIGKILL)');
+    assert.equal(down.status, 200, 'the API stays ready while the delivery process restarts');
+    assert.equal(down.body.status, 'ready');
+    await send(url, 'during-restart@sink.test');
+    const again = await until('/readyz reporting the delivery process running again', async () => {
+      const answer = await readyz();
+      return answer.body.checks.delivery === 'running' && answer;
+    }, 30_000);
+    assert.equal(again.status, 200);
+    const restarted = await serve.waitForLog((l) => l.msg === 'posthorn process restarted' && l.role === 'worker', 'the restart');
+    assert.notEqual(restarted.pid, worker);
+    // The message accepted meanwhile is delivered by the new delivery process.
+    await waitDelivered('during-restart@sink.test', serve);
+    assert.equal((await serve.stop()).code, 0, serve.tail());
+  });
+
   it('--role api --api-processes 2 shares the port between two API processes, and /metrics counts both', async () => {
     const serve = startPosthorn('serve', [...supervisedArgs(), '--role', 'api', '--api-processes', '2', '--access-log'], env);
     const running = await serve.waitForLog((l) => l.msg === 'posthorn is running', 'startup');
@@ -317,6 +359,10 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     const children = fs.readFileSync(`/proc/${serve.pid}/task/${serve.pid}/children`, 'utf8').trim();
     assert.equal(children, '', 'no child process');
     assert.ok(running.url);
+    // One process: its own loops are on /readyz; there is no delivery process to report.
+    const readyz = (await (await fetch(`${running.url}/readyz`)).json()) as { checks: Record<string, string> };
+    assert.equal(readyz.checks.loops, 'running');
+    assert.equal(readyz.checks.delivery, undefined);
     await send(running.url, 'three@sink.test');
     await waitDelivered('three@sink.test', serve);
     assert.equal((await serve.stop()).code, 0);
