@@ -4,6 +4,7 @@
 // source as a download. Everything of a message is attacker-controlled and escaped.
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
+import { parseMailbox, splitAddressList } from '../../domain/recipients.ts';
 import { parseApiDate } from '../../domain/time.ts';
 import { TRANSMISSION_STATUSES } from '../../operations/reports/message-report.ts';
 import {
@@ -82,6 +83,19 @@ ${field('from', 'From day', 'date')}${field('until', 'Until day', 'date')}
 </form>`;
 }
 
+/**
+ * An address header's mailboxes (From), each display name and address isolated on its own: a
+ * RIGHT-TO-LEFT OVERRIDE in a name reorders the name only, never the address beside it, as on the
+ * recipient cards (docs/dashboard.md, "Hostile text"). A value that is not a list of mailboxes (a
+ * submitted message's own From) shows its bidirectional controls as code points instead.
+ */
+function mailboxes(value: string | null): SafeHtml | string {
+  if (!value) return '';
+  const parsed = splitAddressList(value).map(parseMailbox);
+  if (parsed.length === 0 || parsed.some((p) => !p.ok)) return html`${showBidiControls(value)}`;
+  return html`${parsed.map((p, i) => (p.ok ? html`${i > 0 ? html`, ` : ''}${p.mailbox.name ? html`${p.mailbox.name} &lt;${p.mailbox.address}&gt;` : p.mailbox.address}` : ''))}`;
+}
+
 function timelineOf(r: RecipientTimeline): SafeHtml {
   const t = r.transmission;
   return html`<section class="card recipient" aria-label="Recipient ${t.recipient}">
@@ -109,12 +123,12 @@ function messagePage(view: MessageView, content: Awaited<ReturnType<typeof getMe
 <dt>Message-ID</dt><dd><code>${content.messageId}</code></dd>
 <dt>Accepted</dt><dd>${formatTime(Number(m.created_at))}</dd>
 <dt>Template</dt><dd>${m.template ?? '(none)'}</dd>
-<dt>From</dt><dd>${content.from ?? ''}</dd>
+<dt>From</dt><dd class="from">${mailboxes(content.from)}</dd>
 <dt>Subject</dt><dd class="subject">${content.subject ?? '(no subject)'}</dd>
 </dl>
 <p><a class="button" href="/messages/${id}/source" download>Download the MIME source</a></p>
 <h2>Headers</h2>
-${Object.keys(content.headers).length === 0 ? html`<p>No extra headers.</p>` : html`<table class="headers"><tbody>${Object.entries(content.headers).map(([k, v]) => html`<tr><th scope="row">${k}</th><td>${v}</td></tr>`)}</tbody></table>`}
+${Object.keys(content.headers).length === 0 ? html`<p>No extra headers.</p>` : html`<dl class="headers">${Object.entries(content.headers).map(([k, v]) => html`<dt>${k}</dt><dd>${v}</dd>`)}</dl>`}
 <h2>Recipients</h2>
 ${view.recipients.map(timelineOf)}
 ${view.truncated ? html`<p>Only the first ${view.recipients.length} recipients are shown.</p>` : ''}
