@@ -1,6 +1,7 @@
 // message: find a project's messages (by recipient, subject, template, status, uid) and show one
-// with its per-recipient timeline: accepted, each attempt with its SMTP reply, opens, clicks,
-// the final state (docs/cli.md). Message content is the sender's, shown as text only.
+// with its schedule, recipient override and per-recipient timeline: accepted, each attempt with its
+// SMTP reply, opens, clicks, the final state or when it is due; a page of recipients at a time,
+// filtered by address (docs/cli.md). Message content is the sender's, shown as text only.
 import { unhandled } from './command-args.ts';
 import { print, withServices } from './output.ts';
 import { isoTime, resolveProject, table } from './scope.ts';
@@ -31,26 +32,39 @@ async function message({ config, args, flags }: CommandInput): Promise<number> {
             recipients: i.message.recipient_count,
             first_recipient: i.firstRecipient,
             statuses: i.statuses,
+            scheduled_for: i.scheduledFor === null ? null : isoTime(i.scheduledFor),
             created_at: isoTime(i.message.created_at),
           })),
           next: result.next,
         };
-        const rows = out.messages.map((m) => [m.created_at, m.uid, Object.entries(m.statuses).map(([s, n]) => `${s}:${n}`).join(' '), m.first_recipient, m.subject]);
+        const rows = out.messages.map((m) => [
+          m.created_at,
+          m.uid,
+          Object.entries(m.statuses).map(([s, n]) => `${s}:${n}`).join(' ') + (m.scheduled_for ? ` (scheduled for ${m.scheduled_for})` : ''),
+          m.first_recipient,
+          m.subject,
+        ]);
         print(json, out, table(['CREATED', 'UID', 'STATUS', 'TO', 'SUBJECT'], rows, '(no messages)') + (out.next ? `\n(more: --cursor ${out.next})` : ''));
         return 0;
       }
       case 'show': {
         const found = await ops.findProjectMessageByUidOrId(services, project, uid);
-        const view = await ops.getMessageView(services, found, project);
+        const view = await ops.getMessageView(services, found, project, { recipient: flags.text('recipient'), cursor: flags.text('cursor') });
         const out = {
           uid: view.message.uid,
           unique_id: view.message.unique_id,
           subject: view.message.subject,
           template: view.message.template,
           created_at: isoTime(view.message.created_at),
-          truncated: view.truncated,
+          send_at: view.sendAt === null ? null : isoTime(view.sendAt),
+          recipient_override: view.recipientOverride,
+          statuses: view.statuses,
+          recipient_filter: view.recipientFilter,
+          truncated: view.nextRecipients !== null,
+          next: view.nextRecipients,
           recipients: view.recipients.map((r) => ({
             recipient: r.transmission.recipient,
+            delivered_to: r.deliveredTo,
             status: r.transmission.status,
             result_code: r.transmission.result_code,
             timeline: r.entries.map((e) => ({
@@ -62,15 +76,21 @@ async function message({ config, args, flags }: CommandInput): Promise<number> {
           })),
         };
         const lines = [`message ${out.uid} <${out.unique_id}>  ${out.created_at}`, `subject: ${out.subject ?? ''}`];
+        if (out.send_at) lines.push(`scheduled for: ${out.send_at} (send_at)`);
+        if (out.recipient_override) lines.push(`recipient override: every copy is sent to ${out.recipient_override}`);
+        lines.push(`copies: ${Object.entries(out.statuses).map(([s, n]) => `${s}:${n}`).join(' ')}`);
         for (const r of out.recipients) {
-          lines.push('', `${r.recipient}: ${r.status}${r.result_code ? ` (${r.result_code})` : ''}`);
+          const to = r.delivered_to !== r.recipient ? ` -> ${r.delivered_to} (recipient override)` : '';
+          lines.push('', `${r.recipient}: ${r.status}${r.result_code ? ` (${r.result_code})` : ''}${to}`);
           for (const e of r.timeline) {
             const detail = 'outcome' in e ? `${e.outcome} ${e.result_code ?? ''} ${e.mx_host ?? ''} ${e.duration_ms} ms` : '';
-            lines.push(`  ${e.at}  ${e.kind.padEnd(9)} ${detail}${e.text ? ` ${e.text}` : ''}`.replace(/[\u0000-\u0009\u000b-\u001f\u007f]/g, ' ').trimEnd());
+            lines.push(`  ${e.at}  ${e.kind.padEnd(9)} ${detail}${e.text ? ` ${e.text}` : ''}`.trimEnd());
           }
         }
-        if (out.truncated) lines.push('', '(more recipients than shown)');
-        print(json, out, lines.join('\n'));
+        if (out.recipients.length === 0 && out.recipient_filter !== null) lines.push('', `(no recipient starts with ${out.recipient_filter})`);
+        if (out.next) lines.push('', `(more recipients: --cursor ${out.next})`);
+        // The sender's text: no control character reaches the terminal.
+        print(json, out, lines.map((l) => l.replace(/[\u0000-\u0009\u000b-\u001f\u007f]/g, ' ')).join('\n'));
         return 0;
       }
       default:
@@ -84,9 +104,9 @@ export const messageCommands: CliCommand[] = [
     name: 'message',
     usage: [
       'message find [--recipient TEXT] [--subject TEXT] [--template SLUG] [--status S] [--since DATE] [--uid UID] [--project UID] [--json]',
-      'message show UID|ID [--project UID] [--json]   every recipient with its timeline',
+      'message show UID|ID [--recipient PREFIX] [--cursor C] [--project UID] [--json]   its recipients with their timelines, 100 at a time',
     ],
-    description: 'Messages of a project: newest first, 50 at a time (--cursor for the next page).',
+    description: 'Messages of a project: newest first, 50 at a time (--cursor for the next page); one message with its recipients, 100 at a time (--cursor), those whose address starts with --recipient.',
     flags: {
       json: SWITCH,
       account: TEXT,

@@ -66,6 +66,19 @@ export interface MessagePayload {
   sendAt?: number;
 }
 
+/** Where a copy to `recipient` really goes: recipient_override replaces every recipient (docs/api/send-message.md). */
+export function deliveredAddressOf(payload: Pick<MessagePayload, 'recipientOverride'>, recipient: string): string {
+  return payload.recipientOverride ?? recipient;
+}
+
+/**
+ * The send_at of a message scheduled for later than its acceptance (`createdAt`), or null: a
+ * send_at in the past was accepted as now (docs/api/send-message.md, "Scheduled sends").
+ */
+export function scheduledSendAt(payload: Pick<MessagePayload, 'sendAt'>, createdAt: number): number | null {
+  return payload.sendAt !== undefined && payload.sendAt > createdAt ? payload.sendAt : null;
+}
+
 export function parsePayload(json: string): MessagePayload {
   const payload = JSON.parse(json) as MessagePayload;
   // A row written by a newer release than this one: refuse rather than send something partial.

@@ -1,22 +1,24 @@
 // What the dashboard (and the get_message_content / get_message_source API methods) show of
 // messages: a keyset-paged search of one project's messages, and one message with its content,
-// per-recipient timeline (attempts, opens, clicks, bounce, suppression) and the webhook deliveries
-// it caused. The raw MIME is composed by the same composer delivery uses (domain/compose-mime.ts);
+// schedule (send_at) and recipient override, per-recipient timeline (attempts, opens, clicks,
+// bounce, suppression) and the webhook deliveries it caused, both keyset-paged (docs/dashboard.md,
+// "One message"). The raw MIME is composed by the same composer delivery uses (domain/compose-mime.ts);
 // a message submitted over SMTP is stored as MIME, and its content is read from it
 // (domain/mime-content.ts).
 import { ApiError } from '../domain/errors.ts';
-import { parsePayload, type MessagePayload } from '../domain/message-payload.ts';
+import { deliveredAddressOf, parsePayload, scheduledSendAt, type MessagePayload } from '../domain/message-payload.ts';
 import { readMimeContent, type MimeContent } from '../domain/mime-content.ts';
 import { mergeVariables, type PartKind, type Variables } from '../domain/variables.ts';
 import { addressedMime, composeMime, payloadRenderer } from '../domain/compose-mime.ts';
 import type { Services } from '../services.ts';
 import {
+  findFirstMessageTransmission,
+  findMessageTransmission,
   findMessageUidInProject,
   findMessageWithPayload,
   listAttemptsOf,
-  listMessageTransmissions,
-  listOutboundOfEvents,
-  listMessageEvents,
+  listMessageTransmissionsPage,
+  listMessageWebhookDeliveries,
   searchMessagesPage,
   tallyMessageStatuses,
   type Attempt,
@@ -32,10 +34,10 @@ import { viewerSeesProject, type Viewer } from './users.ts';
 /** Messages per page, and messages one filtered page looks through at most (storage/message-views.ts). */
 export const MESSAGE_PAGE_SIZE = 50;
 export const MESSAGE_SCAN_LIMIT = 5000;
-/** Copies of one message shown with their timelines (a message may have up to thousands). */
-export const MAX_TIMELINE_RECIPIENTS = 200;
-/** Events of one message read for its webhook deliveries (a few per copy: delivered, opened, clicked, bounced). */
-const MAX_MESSAGE_EVENTS = 2000;
+/** Copies of one message shown with their timelines on one page (a message may have up to thousands). */
+export const TIMELINE_PAGE_SIZE = 100;
+/** Webhook deliveries of one message on one page (a few per copy: delivered, opened, clicked, bounced). */
+export const WEBHOOK_DELIVERIES_PAGE_SIZE = 50;
 
 export interface MessageFilters {
   recipient?: string;
@@ -54,6 +56,11 @@ export interface MessageListItem {
   /** copies per status */
   statuses: Record<string, number>;
   firstRecipient: string | null;
+  /**
+   * When its queued copies are due, while that is still ahead: a send scheduled with send_at
+   * (docs/api/send-message.md, "Scheduled sends"); null otherwise
+   */
+  scheduledFor: number | null;
 }
 
 export interface MessageSearchResult {
@@ -109,12 +116,15 @@ export async function searchMessages(services: Services, project: Project, filte
     }));
   }
   const tallies = await tallyMessageStatuses(db, rows.map((r) => Number(r.id)));
+  const now = services.clock.now();
   const items = rows.map((message) => {
     const mine = tallies.filter((t) => t.message_id === Number(message.id));
     const statuses: Record<string, number> = {};
     for (const t of mine) statuses[t.status] = t.count;
     const firstRecipient = mine.map((t) => t.first_recipient).sort()[0] ?? null;
-    return { message, statuses, firstRecipient };
+    // A queued copy no worker holds is due at send_at (or now): nothing else moves it ahead.
+    const due = mine.find((t) => t.status === 'queued')?.next_due ?? null;
+    return { message, statuses, firstRecipient, scheduledFor: due !== null && due > now ? due : null };
   });
   return { items, next: next ? encodeCursor(next) : null };
 }
@@ -171,6 +181,11 @@ export interface MessageContent {
   attachments: Array<{ filename: string; contentType: string; sizeBytes: number }>;
   /** the recipient whose variables were rendered in, or null for the message's global ones */
   renderedFor: string | null;
+  /**
+   * where that copy was really sent: the message's recipient_override when it has one, else the
+   * recipient (null when no copy was rendered and there is no override)
+   */
+  deliveredTo: string | null;
   /** the Message-ID header value delivery writes, brackets included (fixed at acceptance) */
   messageId: string;
 }
@@ -178,8 +193,7 @@ export interface MessageContent {
 /** The content as the given copy (or the first) received it: variables rendered, tracking not applied. */
 export async function getMessageContent(services: Services, message: Message, recipient?: string): Promise<MessageContent> {
   const payload = parsePayload(message.payload);
-  const copies = await listMessageTransmissions(services.store.db, Number(message.id), MAX_TIMELINE_RECIPIENTS);
-  const copy = recipient ? copies.find((t) => t.recipient === recipient) : copies[0];
+  const copy = await findCopy(services, message, recipient);
   if (payload.raw !== undefined) return submittedContent(services, message, payload, payload.raw, copy);
   const variables = variablesFor(payload, copy);
   // As delivery renders them (domain/compose-mime.ts): the HTML part HTML-escaped, the message's syntax.
@@ -195,8 +209,20 @@ export async function getMessageContent(services: Services, message: Message, re
     html: render(payload.html, 'html'),
     attachments: (payload.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.contentType, sizeBytes: base64Bytes(a.content) })),
     renderedFor: copy?.recipient ?? null,
+    deliveredTo: deliveredAddress(payload, copy),
     messageId: payload.messageId,
   };
+}
+
+/** The copy to this exact address (any of the message's, not only a first page), or the first copy. */
+async function findCopy(services: Services, message: Message, recipient: string | undefined): Promise<Transmission | undefined> {
+  const db = services.store.db;
+  return recipient ? findMessageTransmission(db, Number(message.id), recipient) : findFirstMessageTransmission(db, Number(message.id));
+}
+
+/** Where a copy really goes (domain/message-payload.ts); with no copy, the override or null. */
+function deliveredAddress(payload: MessagePayload, copy: Pick<Transmission, 'recipient'> | undefined): string | null {
+  return copy ? deliveredAddressOf(payload, copy.recipient) : (payload.recipientOverride ?? null);
 }
 
 /**
@@ -222,6 +248,7 @@ async function submittedContent(services: Services, message: Message, payload: M
     html: read?.html ?? null,
     attachments: read?.attachments ?? [],
     renderedFor: copy?.recipient ?? null,
+    deliveredTo: deliveredAddress(payload, copy),
     messageId: payload.messageId,
   };
 }
@@ -248,27 +275,29 @@ function variablesFor(payload: MessagePayload, copy: Transmission | undefined): 
  * The MIME source of one copy as delivery composes it (the same composer, the same fixed Date and
  * Message-ID); without the DKIM signature and tracking rewrites, which are added at sending.
  */
-export async function getMessageSource(services: Services, message: Message, recipient?: string): Promise<{ recipient: string | null; mime: Buffer }> {
+export async function getMessageSource(services: Services, message: Message, recipient?: string): Promise<{ recipient: string | null; deliveredTo: string | null; mime: Buffer }> {
   const payload = parsePayload(message.payload);
-  const copies = await listMessageTransmissions(services.store.db, Number(message.id), MAX_TIMELINE_RECIPIENTS);
-  const copy = recipient ? copies.find((t) => t.recipient === recipient) : copies[0];
+  const copy = await findCopy(services, message, recipient);
   if (recipient && !copy) throw new ApiError('not_found', `Message ${message.uid} has no recipient ${recipient}.`);
   const composed = await composeMime(payload, variablesFor(payload, copy), { date: new Date(Number(message.created_at)) });
-  if (!copy) return { recipient: null, mime: composed.mime };
-  const address = payload.recipientOverride ?? copy.recipient;
+  if (!copy) return { recipient: null, deliveredTo: null, mime: composed.mime };
+  const address = deliveredAddressOf(payload, copy.recipient);
   const parts = addressedMime(composed, address, copy.recipient_name);
-  return { recipient: copy.recipient, mime: Array.isArray(parts) ? Buffer.concat(parts) : parts };
+  return { recipient: copy.recipient, deliveredTo: address, mime: Array.isArray(parts) ? Buffer.concat(parts) : parts };
 }
 
 export interface TimelineEntry {
   at: number;
-  kind: 'accepted' | 'attempt' | 'opened' | 'clicked' | 'spammed' | 'completed' | 'failed' | 'bounced';
+  /** `due`: when a waiting copy (queued or retry) may next be sent: send_at, or its next retry */
+  kind: 'accepted' | 'attempt' | 'opened' | 'clicked' | 'spammed' | 'completed' | 'failed' | 'bounced' | 'due';
   attempt?: Attempt;
   text?: string;
 }
 
 export interface RecipientTimeline {
   transmission: Transmission;
+  /** where the copy really goes: the recipient_override, or the recipient */
+  deliveredTo: string;
   entries: TimelineEntry[];
   suppression: Suppression | null;
 }
@@ -285,20 +314,58 @@ export interface WebhookDeliveryItem {
   recipient: string | null;
 }
 
+/** Which page of a message's copies and of its webhook deliveries to show. */
+export interface MessageViewQuery {
+  /** only the copies whose address starts with this, case-insensitively (a whole address finds itself) */
+  recipient?: string;
+  /** the copies' page: the `nextRecipients` of the page before */
+  cursor?: string;
+  /** the webhook deliveries' page: the `nextWebhookDeliveries` of the page before */
+  webhooksCursor?: string;
+}
+
 export interface MessageView {
   message: Message;
   project: Project;
+  /** send_at, when the message was scheduled for later than its acceptance; null otherwise */
+  sendAt: number | null;
+  /** the address every copy went to instead of its recipient, or null */
+  recipientOverride: string | null;
+  /** every copy of the message (not only this page's) per status */
+  statuses: Record<string, number>;
+  /** this page of copies, in recipient order */
   recipients: RecipientTimeline[];
-  /** copies beyond MAX_TIMELINE_RECIPIENTS are not shown */
-  truncated: boolean;
+  /** the recipient filter in force (trimmed), or null */
+  recipientFilter: string | null;
+  /** the cursor of the next page of copies, or null when this is the last */
+  nextRecipients: string | null;
+  /** this page of webhook deliveries, oldest first */
   webhookDeliveries: WebhookDeliveryItem[];
+  nextWebhookDeliveries: string | null;
 }
 
-export async function getMessageView(services: Services, message: Message, project: Project): Promise<MessageView> {
+/** A keyset cursor of the message page: the id of the last row shown, as digits. */
+function decodeIdCursor(text: string | undefined): number | null {
+  if (!text) return null;
+  if (!/^\d{1,15}$/.test(text)) throw new ApiError('call_error', 'Request could not be processed: the page cursor is malformed.');
+  return Number(text);
+}
+
+/** A page of rows read with one more than shown: the rows shown and the next page's cursor. */
+function pageOf<T extends { id: number | string }>(rows: T[], size: number): { shown: T[]; next: string | null } {
+  const shown = rows.slice(0, size);
+  return { shown, next: rows.length > size ? String(Number(shown[shown.length - 1].id)) : null };
+}
+
+export async function getMessageView(services: Services, message: Message, project: Project, query: MessageViewQuery = {}): Promise<MessageView> {
   const db = services.store.db;
-  const copies = await listMessageTransmissions(db, Number(message.id), MAX_TIMELINE_RECIPIENTS + 1);
-  const truncated = copies.length > MAX_TIMELINE_RECIPIENTS;
-  const shown = copies.slice(0, MAX_TIMELINE_RECIPIENTS);
+  const payload = parsePayload(message.payload);
+  const recipientFilter = optional(query.recipient, 300);
+  const [copyRows, tallies] = await Promise.all([
+    listMessageTransmissionsPage(db, { messageId: Number(message.id), afterId: decodeIdCursor(query.cursor), recipientPrefix: recipientFilter, limit: TIMELINE_PAGE_SIZE + 1 }),
+    tallyMessageStatuses(db, [Number(message.id)]),
+  ]);
+  const { shown, next: nextRecipients } = pageOf(copyRows, TIMELINE_PAGE_SIZE);
   const [attempts, suppressions] = await Promise.all([
     listAttemptsOf(db, shown.map((t) => Number(t.id))),
     findSuppressions(db, project.id, [...new Set(shown.map((t) => t.recipient.toLowerCase()))]),
@@ -318,22 +385,45 @@ export async function getMessageView(services: Services, message: Message, proje
     }
     // After the delivery it is about (same instant in the sandbox: the sort is stable).
     if (t.spammed_at !== null) entries.push({ at: Number(t.spammed_at), kind: 'spammed', text: 'the recipient reported it as spam' });
+    // A waiting copy no worker holds (a held one's next_attempt_at is its lease's end).
+    if ((t.status === 'queued' || t.status === 'retry') && t.locked_by === null) entries.push({ at: Number(t.next_attempt_at), kind: 'due' });
     entries.sort((a, b) => a.at - b.at);
-    return { transmission: t, entries, suppression: suppressionOf.get(t.recipient.toLowerCase()) ?? null };
+    return { transmission: t, deliveredTo: deliveredAddressOf(payload, t.recipient), entries, suppression: suppressionOf.get(t.recipient.toLowerCase()) ?? null };
   });
-  const events = await listMessageEvents(db, Number(message.id), MAX_MESSAGE_EVENTS);
-  const recipientOfEvent = new Map(events.map((e) => [Number(e.id), (JSON.parse(e.payload) as { recipient?: string }).recipient ?? null]));
-  const outbound = await listOutboundOfEvents(db, events.map((e) => Number(e.id)));
-  const webhookDeliveries = outbound.map((r) => ({
-    id: Number(r.id),
+  const hookRows = await listMessageWebhookDeliveries(db, { messageId: Number(message.id), afterId: decodeIdCursor(query.webhooksCursor), limit: WEBHOOK_DELIVERIES_PAGE_SIZE + 1 });
+  const hooks = pageOf(hookRows, WEBHOOK_DELIVERIES_PAGE_SIZE);
+  const webhookDeliveries = hooks.shown.map((r) => ({
+    id: r.id,
     eventType: r.event_type,
     url: r.url,
     state: r.state,
-    attempts: Number(r.attempts),
+    attempts: r.attempts,
     lastStatusCode: r.last_status_code,
     lastError: r.last_error,
-    createdAt: Number(r.created_at),
-    recipient: recipientOfEvent.get(Number(r.event_id)) ?? null,
+    createdAt: r.created_at,
+    recipient: recipientOfEvent(r.event_payload),
   }));
-  return { message, project, recipients, truncated, webhookDeliveries };
+  const statuses: Record<string, number> = {};
+  for (const t of tallies) statuses[t.status] = t.count;
+  return {
+    message,
+    project,
+    sendAt: scheduledSendAt(payload, Number(message.created_at)),
+    recipientOverride: payload.recipientOverride ?? null,
+    statuses,
+    recipients,
+    recipientFilter,
+    nextRecipients,
+    webhookDeliveries,
+    nextWebhookDeliveries: hooks.next,
+  };
+}
+
+function recipientOfEvent(payload: string): string | null {
+  try {
+    const recipient = (JSON.parse(payload) as { recipient?: unknown }).recipient;
+    return typeof recipient === 'string' ? recipient : null;
+  } catch {
+    return null;
+  }
 }

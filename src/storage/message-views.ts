@@ -1,5 +1,6 @@
 // The dashboard's reads of messages (operations/message-views.ts): a keyset-paged search of one
-// project's messages and everything one message caused. Nothing here writes.
+// project's messages and everything one message caused, its copies and webhook deliveries keyset-
+// paged too (a message may have a thousand copies and several requests each). Nothing here writes.
 //
 // Every page costs a bounded amount of index work whatever the table's size (docs/dashboard.md):
 // without filters a page is LIMIT rows read backwards from the cursor along messages_project_created;
@@ -47,8 +48,16 @@ export interface MessageSearchPage {
 
 const COLUMNS = ['m.id', 'm.project_id', 'm.uid', 'm.unique_id', 'm.template', 'm.subject', 'm.from_address', 'm.recipient_count', 'm.deliver', 'm.created_at'] as const;
 
+function escapeLike(text: string): string {
+  return text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
 function likePattern(text: string): string {
-  return `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  return `%${escapeLike(text)}%`;
+}
+
+function prefixPattern(text: string): string {
+  return `${escapeLike(text)}%`;
 }
 
 export async function searchMessagesPage(db: Tx, q: MessageSearch): Promise<MessageSearchPage> {
@@ -142,23 +151,63 @@ export interface StatusTally {
   status: string;
   count: number;
   first_recipient: string;
+  /** the earliest next_attempt_at among the copies no worker holds (a held copy's is its lease's end), or null */
+  next_due: number | null;
 }
 
-/** Per message and status: how many copies, and the first recipient (alphabetically) among them. */
+/** Per message and status: how many copies, the first recipient (alphabetically) among them, and when the next is due. */
 export async function tallyMessageStatuses(db: Tx, messageIds: readonly number[]): Promise<StatusTally[]> {
   if (messageIds.length === 0) return [];
   const rows = await db
     .selectFrom('transmissions')
-    .select(['message_id', 'status', sql<number>`count(*)`.as('count'), sql<string>`min(recipient)`.as('first_recipient')])
+    .select([
+      'message_id',
+      'status',
+      sql<number>`count(*)`.as('count'),
+      sql<string>`min(recipient)`.as('first_recipient'),
+      sql<number | null>`min(case when locked_by is null then next_attempt_at end)`.as('next_due'),
+    ])
     .where('message_id', 'in', messageIds)
     .groupBy(['message_id', 'status'])
     .execute();
-  return rows.map((r) => ({ message_id: Number(r.message_id), status: r.status, count: Number(r.count), first_recipient: r.first_recipient }));
+  return rows.map((r) => ({
+    message_id: Number(r.message_id),
+    status: r.status,
+    count: Number(r.count),
+    first_recipient: r.first_recipient,
+    next_due: r.next_due === null ? null : Number(r.next_due),
+  }));
 }
 
-/** A message's copies in recipient order, at most `limit`. */
-export async function listMessageTransmissions(db: Tx, messageId: number, limit: number): Promise<Transmission[]> {
-  return db.selectFrom('transmissions').selectAll().where('message_id', '=', messageId).orderBy('id').limit(limit).execute();
+export interface CopiesPageQuery {
+  messageId: number;
+  /** keyset: only copies of a higher id (the previous page's last); null from the first */
+  afterId: number | null;
+  /** only addresses that start with this text, case-insensitively (a whole address finds itself), or null */
+  recipientPrefix: string | null;
+  limit: number;
+}
+
+/**
+ * One page of a message's copies in recipient order (id), by keyset: the seek is along
+ * transmissions_message, whose entries are in id order within a message (SQLite: the rowid;
+ * PostgreSQL sorts the message's own rows, at most a message's recipients), never OFFSET.
+ */
+export async function listMessageTransmissionsPage(db: Tx, q: CopiesPageQuery): Promise<Transmission[]> {
+  let query = db.selectFrom('transmissions').selectAll().where('message_id', '=', q.messageId);
+  if (q.afterId !== null) query = query.where('id', '>', q.afterId);
+  if (q.recipientPrefix !== null) query = query.where(sql<SqlBool>`lower(recipient) like ${prefixPattern(q.recipientPrefix)} escape '\\'`);
+  return query.orderBy('id').limit(q.limit).execute();
+}
+
+/** The first copy of a message to this exact address, or undefined. */
+export async function findMessageTransmission(db: Tx, messageId: number, recipient: string): Promise<Transmission | undefined> {
+  return db.selectFrom('transmissions').selectAll().where('message_id', '=', messageId).where('recipient', '=', recipient).orderBy('id').limit(1).executeTakeFirst();
+}
+
+/** A message's first copy (the one its content is shown for), or undefined. */
+export async function findFirstMessageTransmission(db: Tx, messageId: number): Promise<Transmission | undefined> {
+  return db.selectFrom('transmissions').selectAll().where('message_id', '=', messageId).orderBy('id').limit(1).executeTakeFirst();
 }
 
 export async function listAttemptsOf(db: Tx, transmissionIds: readonly number[]): Promise<Attempt[]> {
@@ -166,20 +215,34 @@ export async function listAttemptsOf(db: Tx, transmissionIds: readonly number[])
   return db.selectFrom('attempts').selectAll().where('transmission_id', 'in', transmissionIds).orderBy('id').execute();
 }
 
-/** Events reporting this message, through events_message (migration 160); at most `limit`. */
-export async function listMessageEvents(db: Tx, messageId: number, limit: number): Promise<Event[]> {
-  return db.selectFrom('events').selectAll().where('message_id', '=', messageId).orderBy('id').limit(limit).execute();
+export interface WebhookDeliveryRow {
+  id: number;
+  event_type: string | null;
+  url: string;
+  state: string;
+  attempts: number;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: number;
+  /** the payload of the event the request carries (its recipient is shown beside it) */
+  event_payload: string;
 }
 
-/** Outbound requests (webhook deliveries) of these events, with their attempts' count. */
-export async function listOutboundOfEvents(db: Tx, eventIds: readonly number[]) {
-  if (eventIds.length === 0) return [];
-  return db
-    .selectFrom('outbound_requests')
-    .select(['id', 'webhook_id', 'event_id', 'event_type', 'url', 'state', 'attempts', 'last_status_code', 'last_error', 'created_at', 'delivered_at', 'failed_at'])
-    .where('event_id', 'in', eventIds)
-    .orderBy('id')
-    .execute();
+/**
+ * One page of the webhook deliveries (outbound requests) of the events that report this message,
+ * oldest first, by keyset on the request's id: events_message (migration 160) finds the message's
+ * events, outbound_requests_event (migration 200) their requests; nothing else of either table is
+ * read, and a page holds at most `limit` rows however many a message caused.
+ */
+export async function listMessageWebhookDeliveries(db: Tx, q: { messageId: number; afterId: number | null; limit: number }): Promise<WebhookDeliveryRow[]> {
+  let query = db
+    .selectFrom('outbound_requests as o')
+    .innerJoin('events as e', 'e.id', 'o.event_id')
+    .select(['o.id', 'o.event_type', 'o.url', 'o.state', 'o.attempts', 'o.last_status_code', 'o.last_error', 'o.created_at', 'e.payload as event_payload'])
+    .where('e.message_id', '=', q.messageId);
+  if (q.afterId !== null) query = query.where('o.id', '>', q.afterId);
+  const rows = await query.orderBy('o.id').limit(q.limit).execute();
+  return rows.map((r) => ({ ...r, id: Number(r.id), attempts: Number(r.attempts), created_at: Number(r.created_at) }));
 }
 
 /** Counts per bucket of a transmissions timestamp column, for one project, within [startMs, endMs). */

@@ -18,6 +18,12 @@ export async function findMessageByUid(db: Tx, projectId: number, uid: string): 
   return db.selectFrom('messages').select(MESSAGE_COLUMNS).where('project_id', '=', projectId).where('uid', '=', uid).executeTakeFirst();
 }
 
+/** One message's accepted payload (JSON text): read for one message at a time, never by a listing. */
+export async function findMessagePayload(db: Tx, messageId: number): Promise<string | undefined> {
+  const row = await db.selectFrom('messages').select('payload').where('id', '=', messageId).executeTakeFirst();
+  return row?.payload;
+}
+
 /** The transmissions of one message, in the order they were written (recipient order). */
 export async function listTransmissionsOfMessage(db: Tx, messageId: number): Promise<Transmission[]> {
   return db.selectFrom('transmissions').selectAll().where('message_id', '=', messageId).orderBy('id').execute();

@@ -27,6 +27,8 @@ const LONG_ADDRESS = `${LONG('a', 64)}@${LONG('b', 55)}.${LONG('c', 55)}.${LONG(
 const LONG_REPLY = `5.1.1 ${LONG('R', 400)}`;
 const LONG_DOMAIN = `${LONG('m', 60)}.${LONG('n', 60)}.${LONG('o', 60)}.example`;
 const LONG_EMAIL = `${LONG('u', 60)}@${LONG('v', 60)}.${LONG('w', 60)}.example`;
+/** A header value of 900 characters in words: it must wrap beside its name, not squeeze it. */
+const LONG_HEADER_VALUE = 'note '.repeat(180).trim();
 
 /**
  * Static text of the page (not inside an element of user text) laid out against the order it is
@@ -119,7 +121,7 @@ describe('dashboard with hostile and long text, in a browser', { skip: missing ?
     hostileId = (
       await project('send_message', {
         recipients: [`"Eve ${RLO}evE" <eve@customer.example>`, 'bob@customer.example'],
-        headers: { subject: `Your ${RLO}eciovni is ready`, from: 'billing@acme.example' },
+        headers: { subject: `Your ${RLO}eciovni is ready`, from: `"Billing ${RLO}gnilliB" <billing@acme.example>` },
         content: { 'text/plain': `Hello ${RLO}olleh` },
         attachments: { [FILENAME]: { content_type: 'application/pdf', content: Buffer.from('%PDF-1.4').toString('base64') } },
       })
@@ -127,7 +129,7 @@ describe('dashboard with hostile and long text, in a browser', { skip: missing ?
     longId = (
       await project('send_message', {
         recipients: [LONG_ADDRESS, `${LONG('k', 64)}@customer.example`],
-        headers: { subject: LONG_SUBJECT, from: 'billing@acme.example', 'X-Long': LONG('H', 300) },
+        headers: { subject: LONG_SUBJECT, from: 'billing@acme.example', 'X-Long': LONG('H', 300), 'X-Report-Note': LONG_HEADER_VALUE },
         content: { 'text/plain': LONG('t', 500) },
         attachments: { [`${LONG('f', 250)}.pdf`]: { content_type: 'application/pdf', content: Buffer.from('%PDF-1.4').toString('base64') } },
       })
@@ -182,6 +184,45 @@ describe('dashboard with hostile and long text, in a browser', { skip: missing ?
     await visit(`/messages/${hostileId}`);
     assert.equal(await page.locator('.filename').innerText(), 'invoice[U+202E]fdp.exe', 'the override in a filename is shown, not obeyed');
     assert.ok((await page.title()).startsWith('\u2068Message '), 'the title isolates the message UID');
+  });
+
+  it('shows the From address in its own order whatever its display name holds', async () => {
+    await visit(`/messages/${hostileId}`);
+    const address = await page.evaluate(() => {
+      const dt = [...document.querySelectorAll('dl.summary dt')].find((d) => d.textContent === 'From')!;
+      const dd = dt.nextElementSibling!;
+      const walker = document.createTreeWalker(dd, NodeFilter.SHOW_TEXT);
+      for (let n = walker.nextNode() as Text | null; n; n = walker.nextNode() as Text | null) {
+        const at = n.data.indexOf('billing@acme.example');
+        if (at === -1) continue;
+        // each character of the address laid out right of the one before it
+        let prev = -Infinity;
+        for (let i = at; i < at + 'billing@acme.example'.length; i++) {
+          const range = document.createRange();
+          range.setStart(n, i);
+          range.setEnd(n, i + 1);
+          const left = range.getBoundingClientRect().left;
+          if (left < prev) return `reversed at "${n.data[i]}" (${n.data.length} characters in its text)`;
+          prev = left;
+        }
+        return 'in order';
+      }
+      return 'not found';
+    });
+    assert.equal(address, 'in order', 'a RIGHT-TO-LEFT OVERRIDE in the display name turns the address around');
+  });
+
+  it('keeps each header name on one line beside a 900-character value', async () => {
+    await visit(`/messages/${longId}`);
+    const names = await page.evaluate(() =>
+      [...document.querySelectorAll('.headers th, .headers dt')].map((dt) => {
+        const range = document.createRange();
+        range.selectNodeContents(dt);
+        return { name: dt.textContent, lines: new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size };
+      }),
+    );
+    assert.ok(names.some((n) => n.name === 'X-Report-Note'), JSON.stringify(names));
+    for (const n of names) assert.equal(n.lines, 1, `header ${n.name} is broken over ${n.lines} lines`);
   });
 
   it('wraps long unbroken text inside its card or table', async () => {

@@ -125,7 +125,7 @@ describe('message lookups by uid', () => {
     }
   });
 
-  it('get_message_transmissions reports every recipient with both result_message and error_message', async () => {
+  it('get_message_transmissions reports every recipient with both result_message and error_message, and where it went', async () => {
     for (const version of ['1.0', '1.1'] as const) {
       const r = await t.call('get_message_transmissions', { api_key: seed.projectKey, arguments: { uid: 'order-1' } }, { version });
       assert.equal(r.status, 200);
@@ -140,6 +140,7 @@ describe('message lookups by uid', () => {
           result_code: 'SMTP_250',
           result_message: '250 2.0.0 queued as X',
           error_message: '250 2.0.0 queued as X',
+          delivered_to: 'ann@example.com',
         },
         'bob@example.com': {
           status: 'failed',
@@ -150,6 +151,7 @@ describe('message lookups by uid', () => {
           result_code: 'SMTP_550',
           result_message: '550 5.1.1 user unknown',
           error_message: '550 5.1.1 user unknown',
+          delivered_to: 'bob@example.com',
         },
         'cy@example.com': {
           status: 'retry',
@@ -160,6 +162,7 @@ describe('message lookups by uid', () => {
           result_code: 'SMTP_451',
           result_message: '451 try later',
           error_message: '451 try later',
+          delivered_to: 'cy@example.com',
         },
       });
     }

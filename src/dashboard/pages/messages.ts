@@ -1,10 +1,14 @@
 // Messages: the search (keyset-paged, polled for new rows by assets/app.js while on the first
-// page), one message (the page send_message's data.message.url names), its HTML part in a
-// sandboxed frame with its own policy (no scripts; remote images only when asked), and its MIME
-// source as a download. Everything of a message is attacker-controlled and escaped.
+// page), one message (the page send_message's data.message.url names) with its copies and webhook
+// deliveries a page at a time (keyset) and a recipient filter, its HTML part in a sandboxed frame
+// with its own policy (no scripts; remote images only when asked), its MIME source as a download,
+// and a form that cancels the copies still waiting (cancel_message's operation). Everything of a
+// message is attacker-controlled and escaped.
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
+import { parseMailbox, splitAddressList } from '../../domain/recipients.ts';
 import { parseApiDate } from '../../domain/time.ts';
+import { cancelMessage } from '../../operations/cancel-message.ts';
 import { TRANSMISSION_STATUSES } from '../../operations/reports/message-report.ts';
 import {
   findViewerMessage,
@@ -12,15 +16,17 @@ import {
   getMessageSource,
   getMessageView,
   searchMessages,
+  type MessageContent,
   type MessageFilters,
   type MessageListItem,
   type MessageView,
   type RecipientTimeline,
 } from '../../operations/message-views.ts';
 import type { Project } from '../../operations/context.ts';
+import type { Viewer } from '../../operations/users.ts';
 import { formatTime, html, queryString, showBidiControls, type SafeHtml } from '../html.ts';
-import { page, projectPicker } from '../layout.ts';
-import { queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
+import { csrfField, page, postNotice } from '../layout.ts';
+import { queryOf, redirectWithNotice, sendPage, takeNotice, viewerOf, type DashboardRoutes, type Notice } from '../requests.ts';
 import { pickProject } from './common.ts';
 
 /** The frame of a message's HTML part: nothing may run, nothing may be fetched but inline images. */
@@ -55,15 +61,19 @@ function statusBadges(statuses: Record<string, number>): SafeHtml {
   return html`${Object.entries(statuses).map(([s, n]) => html`<span class="badge ${s}">${s}${n > 1 ? html` ×${n}` : ''}</span> `)}`;
 }
 
+function timeOf(ms: number): SafeHtml {
+  return html`<time datetime="${new Date(ms).toISOString()}">${formatTime(ms)}</time>`;
+}
+
 function messageRows(items: readonly MessageListItem[]): SafeHtml {
   if (items.length === 0) return html`<tr><td colspan="5" class="empty">No messages match.</td></tr>`;
   return html`${items.map(
-    ({ message: m, statuses, firstRecipient }) => html`<tr>
+    ({ message: m, statuses, firstRecipient, scheduledFor }) => html`<tr>
 <td><time datetime="${new Date(Number(m.created_at)).toISOString()}">${formatTime(Number(m.created_at))}</time></td>
 <td><a href="/messages/${Number(m.id)}">${m.subject || '(no subject)'}</a><br><small class="uid">${m.uid}</small></td>
 <td>${firstRecipient ?? ''}${m.recipient_count > 1 ? html` <small>+${m.recipient_count - 1}</small>` : ''}</td>
 <td>${m.template ?? ''}</td>
-<td>${statusBadges(statuses)}</td>
+<td>${statusBadges(statuses)}${scheduledFor !== null ? html`<br><small class="scheduled">scheduled for ${timeOf(scheduledFor)}</small>` : ''}</td>
 </tr>`,
   )}`;
 }
@@ -82,18 +92,33 @@ ${field('from', 'From day', 'date')}${field('until', 'Until day', 'date')}
 </form>`;
 }
 
+/**
+ * An address header's mailboxes (From), each display name and address isolated on its own: a
+ * RIGHT-TO-LEFT OVERRIDE in a name reorders the name only, never the address beside it, as on the
+ * recipient cards (docs/dashboard.md, "Hostile text"). A value that is not a list of mailboxes (a
+ * submitted message's own From) shows its bidirectional controls as code points instead.
+ */
+function mailboxes(value: string | null): SafeHtml | string {
+  if (!value) return '';
+  const parsed = splitAddressList(value).map(parseMailbox);
+  if (parsed.length === 0 || parsed.some((p) => !p.ok)) return html`${showBidiControls(value)}`;
+  return html`${parsed.map((p, i) => (p.ok ? html`${i > 0 ? html`, ` : ''}${p.mailbox.name ? html`${p.mailbox.name} &lt;${p.mailbox.address}&gt;` : p.mailbox.address}` : ''))}`;
+}
+
 function timelineOf(r: RecipientTimeline): SafeHtml {
   const t = r.transmission;
   return html`<section class="card recipient" aria-label="Recipient ${t.recipient}">
 <h3>${t.recipient_name ? html`${t.recipient_name} ` : ''}&lt;${t.recipient}&gt; <span class="badge ${t.status}">${t.status}</span></h3>
 ${t.subject !== null ? html`<p class="subject">Subject as sent to this recipient: ${t.subject}</p>` : ''}
+${r.deliveredTo !== t.recipient ? html`<p class="delivered-to">Delivery address: <strong>${r.deliveredTo}</strong> (the message's recipient override), not ${t.recipient}</p>` : ''}
 <ol class="timeline">${r.entries.map((e) => {
-    const when = html`<time datetime="${new Date(e.at).toISOString()}">${formatTime(e.at)}</time>`;
+    const when = timeOf(e.at);
     if (e.kind === 'attempt' && e.attempt) {
       const a = e.attempt;
       return html`<li class="attempt ${a.outcome}">${when} <strong>attempt: ${a.outcome}</strong>
 <dl class="inline"><dt>MX host</dt><dd>${a.mx_host ?? '(none reached)'}</dd><dt>TLS</dt><dd>${a.tls == null ? 'not recorded' : a.tls ? 'yes' : 'no'}</dd><dt>Reply</dt><dd><code>${a.result_code ?? ''}</code> ${a.result_message ?? ''}</dd><dt>Duration</dt><dd>${Number(a.duration_ms)} ms</dd></dl></li>`;
     }
+    if (e.kind === 'due') return html`<li class="due">${when} <strong>due</strong> <span>${t.attempts > 0 ? 'the next attempt' : e.at > Number(t.created_at) ? 'send_at: not sent before then' : 'the first attempt'}</span></li>`;
     return html`<li class="${e.kind}">${when} <strong>${e.kind}</strong>${e.text ? html` <span>${e.text}</span>` : ''}</li>`;
   })}</ol>
 <p><a href="/messages/${Number(t.message_id)}/source?recipient=${encodeURIComponent(t.recipient)}" download>MIME source as composed for ${t.recipient}</a></p>
@@ -101,25 +126,71 @@ ${r.suppression ? html`<p class="notice error">Suppressed: ${r.suppression.statu
 </section>`;
 }
 
-function messagePage(view: MessageView, content: Awaited<ReturnType<typeof getMessageContent>>, images: boolean): SafeHtml {
+/** The message page's own query: the recipient filter and the two pages (docs/dashboard.md, "One message"). */
+const VIEW_FIELDS = ['recipient', 'cursor', 'hooks', 'images'] as const;
+
+function viewParams(q: Record<string, string>): Record<string, string> {
+  const params: Record<string, string> = {};
+  for (const f of VIEW_FIELDS) if (q[f]) params[f] = q[f];
+  return params;
+}
+
+function recipientsSection(view: MessageView, q: Record<string, string>, id: number): SafeHtml {
+  const params = viewParams(q);
+  const link = (changes: Record<string, string>, anchor: string) => `/messages/${id}${queryString({ ...params, ...changes })}#${anchor}`;
+  return html`<h2 id="recipients">Recipients <small>(${view.message.recipient_count})</small></h2>
+${view.message.recipient_count > 1 || view.recipientFilter !== null
+    ? html`<form method="get" action="/messages/${id}#recipients" class="filters one-field" role="search">
+<div class="field"><label for="f-recipient">Recipient: an address or its beginning</label><input id="f-recipient" name="recipient" type="search" value="${view.recipientFilter ?? ''}"></div>
+<div class="field actions"><button type="submit">Find</button>${view.recipientFilter !== null ? html` <a href="/messages/${id}#recipients">Every recipient</a>` : ''}</div>
+</form>`
+    : ''}
+${view.recipients.length === 0 ? html`<p class="empty">${view.recipientFilter !== null ? html`No recipient of this message starts with “${view.recipientFilter}”${q.cursor ? ' after the previous page' : ''}.` : 'No recipient on this page.'}</p>` : view.recipients.map(timelineOf)}
+<nav class="pager" aria-label="Pages of recipients">${q.cursor ? html`<a href="${link({ cursor: '' }, 'recipients')}">First recipients</a> ` : ''}${view.nextRecipients ? html`<a href="${link({ cursor: view.nextRecipients }, 'recipients')}" rel="next">Next recipients</a>` : ''}</nav>`;
+}
+
+function webhooksSection(view: MessageView, q: Record<string, string>, id: number): SafeHtml {
+  const params = viewParams(q);
+  const link = (hooks: string) => `/messages/${id}${queryString({ ...params, hooks })}#webhook-deliveries`;
+  return html`<h2 id="webhook-deliveries">Webhook deliveries</h2>
+${view.webhookDeliveries.length === 0
+    ? html`<p>None${q.hooks ? ' after the previous page' : ''}.</p>`
+    : html`<table><thead><tr><th scope="col">Event</th><th scope="col">Recipient</th><th scope="col">URL</th><th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Last answer</th></tr></thead><tbody>${view.webhookDeliveries.map(
+        (d) => html`<tr><td>${d.eventType ?? ''}</td><td>${d.recipient ?? ''}</td><td class="url">${d.url}</td><td><span class="badge ${d.state}">${d.state}</span></td><td>${d.attempts}</td><td>${d.lastStatusCode ?? ''} ${d.lastError ?? ''}</td></tr>`,
+      )}</tbody></table>`}
+<nav class="pager" aria-label="Pages of webhook deliveries">${q.hooks ? html`<a href="${link('')}">First deliveries</a> ` : ''}${view.nextWebhookDeliveries ? html`<a href="${link(view.nextWebhookDeliveries)}" rel="next">Next deliveries</a>` : ''}</nav>`;
+}
+
+/** Copies cancel_message would stop now (held ones are reported, not stopped). */
+function waitingCopies(view: MessageView): number {
+  return (view.statuses.queued ?? 0) + (view.statuses.retry ?? 0);
+}
+
+function messagePage(viewer: Viewer, view: MessageView, content: MessageContent, q: Record<string, string>, shown: Notice | null): SafeHtml {
   const m = view.message;
   const id = Number(m.id);
-  return html`<dl class="summary">
+  const images = q.images === '1';
+  const waiting = waitingCopies(view);
+  return html`${postNotice(shown)}<dl class="summary">
 <dt>Project</dt><dd><a href="/projects/${encodeURIComponent(view.project.uid)}">${view.project.name}</a></dd>
 <dt>UID</dt><dd><code>${m.uid}</code> <button type="button" class="copy" data-copy="${m.uid}">Copy</button></dd>
 <dt>Message-ID</dt><dd><code>${content.messageId}</code></dd>
 <dt>Accepted</dt><dd>${formatTime(Number(m.created_at))}</dd>
+${view.sendAt !== null ? html`<dt>Scheduled for</dt><dd class="scheduled">${timeOf(view.sendAt)} <small>(send_at: no copy is sent before then)</small></dd>` : ''}
+${view.recipientOverride !== null ? html`<dt>Recipient override</dt><dd>every copy is sent to <strong>${view.recipientOverride}</strong> instead of its recipient</dd>` : ''}
 <dt>Template</dt><dd>${m.template ?? '(none)'}</dd>
-<dt>From</dt><dd>${content.from ?? ''}</dd>
+<dt>From</dt><dd class="from">${mailboxes(content.from)}</dd>
 <dt>Subject</dt><dd class="subject">${content.subject ?? '(no subject)'}</dd>
+<dt>Copies</dt><dd>${statusBadges(view.statuses)}</dd>
 </dl>
+${waiting > 0
+    ? html`<form method="post" action="/messages/${id}/cancel" class="cancel">${csrfField(viewer)}<button type="submit" class="danger">Cancel the ${waiting === 1 ? html`copy` : html`${waiting} copies`} not sent yet</button></form>`
+    : ''}
 <p><a class="button" href="/messages/${id}/source" download>Download the MIME source</a></p>
 <h2>Headers</h2>
-${Object.keys(content.headers).length === 0 ? html`<p>No extra headers.</p>` : html`<table class="headers"><tbody>${Object.entries(content.headers).map(([k, v]) => html`<tr><th scope="row">${k}</th><td>${v}</td></tr>`)}</tbody></table>`}
-<h2>Recipients</h2>
-${view.recipients.map(timelineOf)}
-${view.truncated ? html`<p>Only the first ${view.recipients.length} recipients are shown.</p>` : ''}
-<h2>Content${content.renderedFor ? html` <small>as sent to ${content.renderedFor}</small>` : ''}</h2>
+${Object.keys(content.headers).length === 0 ? html`<p>No extra headers.</p>` : html`<dl class="headers">${Object.entries(content.headers).map(([k, v]) => html`<dt>${k}</dt><dd>${v}</dd>`)}</dl>`}
+${recipientsSection(view, q, id)}
+<h2>Content${content.renderedFor ? html` <small>as sent to ${content.renderedFor}${content.deliveredTo !== content.renderedFor ? html` (delivered to ${content.deliveredTo})` : ''}</small>` : ''}</h2>
 ${content.html !== null
     ? html`<h3>HTML part</h3>
 <p>${images ? html`Remote images are shown. <a href="/messages/${id}">Block them</a>` : html`Remote images are blocked. <a href="/messages/${id}?images=1">Show remote images</a>`}</p>
@@ -128,15 +199,19 @@ ${content.html !== null
 ${content.text !== null ? html`<h3>Text part</h3><pre class="text-part">${content.text}</pre>` : ''}
 <h3>Attachments</h3>
 ${content.attachments.length === 0 ? html`<p>None.</p>` : html`<ul class="attachments">${content.attachments.map((a) => html`<li><span class="filename">${showBidiControls(a.filename)}</span> <small>${a.contentType}, ${a.sizeBytes} bytes</small></li>`)}</ul>`}
-<h2>Webhook deliveries</h2>
-${view.webhookDeliveries.length === 0
-    ? html`<p>None.</p>`
-    : html`<table><thead><tr><th scope="col">Event</th><th scope="col">Recipient</th><th scope="col">URL</th><th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Last answer</th></tr></thead><tbody>${view.webhookDeliveries.map(
-        (d) => html`<tr><td>${d.eventType ?? ''}</td><td>${d.recipient ?? ''}</td><td class="url">${d.url}</td><td><span class="badge ${d.state}">${d.state}</span></td><td>${d.attempts}</td><td>${d.lastStatusCode ?? ''} ${d.lastError ?? ''}</td></tr>`,
-      )}</tbody></table>`}`;
+${webhooksSection(view, q, id)}`;
 }
 
-export function installMessagePages(app: FastifyInstance, { services }: DashboardRoutes): void {
+/** What a cancel did, in the words of cancel_message's answer (docs/api/cancel-message.md). */
+function cancelNotice(cancelled: number, inFlight: number): Notice {
+  const copies = (n: number) => (n === 1 ? '1 copy' : `${n} copies`);
+  const held = inFlight > 0 ? ` ${copies(inFlight)} being delivered right now could not be stopped.` : '';
+  if (cancelled === 0) return { kind: 'error', text: `Nothing was cancelled: no copy was waiting.${held}` };
+  return { kind: 'ok', text: `Cancelled ${copies(cancelled)}: they end as failed (CANCELLED) and are not sent.${held}` };
+}
+
+export function installMessagePages(app: FastifyInstance, routes: DashboardRoutes): void {
+  const { services } = routes;
   app.get('/messages', async (request, reply) => {
     const viewer = viewerOf(request);
     const q = queryOf(request);
@@ -167,9 +242,28 @@ export function installMessagePages(app: FastifyInstance, { services }: Dashboar
   app.get('/messages/:id', async (request, reply) => {
     const viewer = viewerOf(request);
     const { message, project } = await findViewerMessage(services, viewer, messageId(request));
-    const [view, content] = await Promise.all([getMessageView(services, message, project), getMessageContent(services, message)]);
-    const images = queryOf(request).images === '1';
-    return sendPage(reply, page(`Message ${message.uid}`, { viewer, section: 'messages' }, messagePage(view, content, images)));
+    const q = queryOf(request);
+    const [view, content] = await Promise.all([
+      getMessageView(services, message, project, { recipient: q.recipient, cursor: q.cursor, webhooksCursor: q.hooks }),
+      getMessageContent(services, message),
+    ]);
+    const shown = takeNotice(request, reply);
+    return sendPage(reply, page(`Message ${message.uid}`, { viewer, section: 'messages' }, messagePage(viewer, view, content, q, shown)));
+  });
+
+  // The same operation as the API's cancel_message: every waiting copy of the message.
+  app.post('/messages/:id/cancel', async (request, reply) => {
+    const viewer = viewerOf(request);
+    const { message, project } = await findViewerMessage(services, viewer, messageId(request));
+    const location = `/messages/${Number(message.id)}`;
+    try {
+      const result = await cancelMessage(services, { keyKind: 'project', account: viewer.account, project }, { id: Number(message.id) });
+      const inFlight = Object.values(result.notCancelled).filter((why) => why === 'in_flight').length;
+      return redirectWithNotice(reply, routes, location, cancelNotice(result.cancelled.length, inFlight));
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      return redirectWithNotice(reply, routes, location, { kind: 'error', text: error.message });
+    }
   });
 
   app.get('/messages/:id/html', async (request, reply) => {

@@ -141,6 +141,7 @@ export const TransmissionReport = Type.Object({
   result_code: nullable(Type.String()),
   result_message: nullable(Type.String()),
   error_message: nullable(Type.String({ description: 'the same text as result_message' })),
+  delivered_to: Type.String({ description: 'where the copy really went: the recipient_override, or the recipient' }),
 });
 
 const HistoryRecordFields = {

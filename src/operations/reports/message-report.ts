@@ -1,8 +1,9 @@
 // Reports about one message, looked up by its uid within the caller's project: the receipt, the
 // per-recipient transmissions, and the legacy status summaries. An unknown uid is 404 not_found.
 import { ApiError } from '../../domain/errors.ts';
+import { deliveredAddressOf, parsePayload, scheduledSendAt, type MessagePayload } from '../../domain/message-payload.ts';
 import { formatApiTime } from '../../domain/time.ts';
-import { findMessageByUid, listTransmissionsOfMessage, type MessageSummary } from '../../storage/reports.ts';
+import { findMessageByUid, findMessagePayload, listTransmissionsOfMessage, type MessageSummary } from '../../storage/reports.ts';
 import type { Project, Transmission } from '../../storage/schema.ts';
 import type { Services } from '../../services.ts';
 import { messageUrl } from '../send-message.ts';
@@ -41,10 +42,13 @@ export interface TransmissionReport {
   result_message: string | null;
   /** the same text as result_message: the vendor's docs name one, three clients read the other */
   error_message: string | null;
+  /** where the copy really went: the message's recipient_override, or the recipient */
+  delivered_to: string;
 }
 
 export interface MessageTransmissions {
-  message: { id: number };
+  /** send_at: when a scheduled message is due (null when it was due at acceptance) */
+  message: { id: number; send_at: string | null };
   transmissions: Record<string, TransmissionReport>;
 }
 
@@ -67,8 +71,11 @@ export function keyByRecipient<T>(transmissions: readonly Transmission[], presen
 
 export async function getMessageTransmissions(services: Services, project: Project, uid: string): Promise<MessageTransmissions> {
   const { message, transmissions } = await loadMessage(services, project, uid);
+  // Fields beside those PostageApp's clients read (docs/api/reports.md): the schedule and the override.
+  const json = await findMessagePayload(services.store.db, Number(message.id));
+  const payload: Pick<MessagePayload, 'recipientOverride' | 'sendAt'> = json === undefined ? { recipientOverride: null } : parsePayload(json);
   return {
-    message: { id: Number(message.id) },
+    message: { id: Number(message.id), send_at: formatApiTime(scheduledSendAt(payload, Number(message.created_at))) },
     transmissions: keyByRecipient(transmissions, (t) => ({
       status: t.status,
       created_at: formatApiTime(t.created_at),
@@ -78,6 +85,7 @@ export async function getMessageTransmissions(services: Services, project: Proje
       result_code: t.result_code,
       result_message: t.result_message,
       error_message: t.result_message,
+      delivered_to: deliveredAddressOf(payload, t.recipient),
     })),
   };
 }

@@ -17,6 +17,7 @@ export const MessageContentData = Type.Object({
   message: Type.Object({
     uid: Type.String(),
     recipient: nullable(Type.String({ description: 'the copy rendered' })),
+    delivered_to: nullable(Type.String({ description: 'where that copy really went: the recipient_override, or the recipient' })),
     subject: nullable(Type.String()),
     from: nullable(Type.String()),
     headers: Type.Record(Type.String(), Type.String()),
@@ -30,6 +31,7 @@ export const MessageSourceData = Type.Object({
   message: Type.Object({
     uid: Type.String(),
     recipient: nullable(Type.String()),
+    delivered_to: nullable(Type.String({ description: 'the address the source is addressed to: the recipient_override, or the recipient' })),
     source: Type.String({ description: 'the MIME message as composed for the copy (without the DKIM signature and tracking added at sending), base64' }),
   }),
 });
@@ -49,6 +51,7 @@ export const messageContentMethods = defineMethods([
           message: {
             uid: message.uid,
             recipient: c.renderedFor,
+            delivered_to: c.deliveredTo,
             subject: c.subject,
             from: c.from,
             headers: c.headers,
@@ -68,8 +71,8 @@ export const messageContentMethods = defineMethods([
     data: MessageSourceData,
     async run({ services, caller, args, uid }) {
       const message = await findProjectMessage(services, projectOf(caller), targetUid({ args, uid }));
-      const { recipient, mime } = await getMessageSource(services, message, args.string('recipient') || undefined);
-      return { data: { message: { uid: message.uid, recipient, source: mime.toString('base64') } } };
+      const { recipient, deliveredTo, mime } = await getMessageSource(services, message, args.string('recipient') || undefined);
+      return { data: { message: { uid: message.uid, recipient, delivered_to: deliveredTo, source: mime.toString('base64') } } };
     },
   },
 ]);

@@ -18,7 +18,7 @@ import { getSuppressionList } from '../../../operations/reports/suppression-list
 import { getAccountInfo, getProjectInfo } from '../../../operations/reports/usage-info.ts';
 import { defineMethods, projectOf, type MethodCall } from './types.ts';
 import { Type } from '@sinclair/typebox';
-import { HistoryPageData, MessageListing, MessageRef, MetricsData, SuppressionEntry, TransmissionReport, UsageInfo } from '../data-schemas.ts';
+import { HistoryPageData, MessageListing, nullable, MessageRef, MetricsData, SuppressionEntry, TransmissionReport, UsageInfo } from '../data-schemas.ts';
 import { int, NO_ARGUMENTS, obj, optional, str } from '../schema.ts';
 
 /** Default per_page of every listing (the spec's figure), lowered to the configured maximum. */
@@ -90,7 +90,7 @@ export const reportsMethods = defineMethods([
     key: 'project',
     summary: "A message's delivery report: each recipient's status, times and result.",
     args: obj({ uid: optional(str({ description: 'the message uid; default: the top-level uid' })) }),
-    data: Type.Object({ message: Type.Object({ id: Type.Integer() }), transmissions: Type.Record(Type.String(), TransmissionReport, { description: 'by recipient address (a repeated address: "address#2", ...)' }) }),
+    data: Type.Object({ message: Type.Object({ id: Type.Integer(), send_at: nullable(Type.String({ description: 'when a message scheduled with send_at is due, YYYY-MM-DD HH:MM:SS (UTC); null when it was due at acceptance' })) }), transmissions: Type.Record(Type.String(), TransmissionReport, { description: 'by recipient address (a repeated address: "address#2", ...)' }) }),
     async run({ services, caller, args, uid }) {
       return { data: await getMessageTransmissions(services, projectOf(caller), targetUid({ args, uid })) };
     },
