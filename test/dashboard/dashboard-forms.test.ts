@@ -1,0 +1,146 @@
+// The dashboard's forms over HTTP against a real server on both databases (docs/dashboard.md,
+// "Forms"): a submission sent again (what a reload of the page a POST answered does) runs once and
+// is sent back to its page with a notice; a refused one may be sent again; a token that is missing,
+// altered or another user's is refused.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
+import { SessionClient, signedInClient, type PageReply } from './session-client.ts';
+
+const ALREADY = /class="notice error" role="alert"><bdi>This form was already submitted/;
+
+describe('dashboard forms', () => {
+  let t: TestApp;
+  let seed: Seed;
+  let client: SessionClient;
+
+  before(async () => {
+    t = await startTestApp({ config: { allowPrivateWebhooks: true } });
+    seed = await t.seed('forms');
+    ({ client } = await signedInClient(t, seed.accountUid));
+  });
+  after(() => t.close());
+
+  const account = (method: string, args: Record<string, unknown> = {}) => t.call(method, { api_key: seed.accountKey, arguments: args });
+  const keyOf = (r: PageReply) => /id="new-key" class="key" readonly value="([^"]+)"/.exec(r.text)![1];
+  /** A repeated submission: sent back to the page its form was on, which says so once. */
+  const assertSentBack = async (r: PageReply, page: string) => {
+    assert.equal(r.status, 303, r.text.slice(0, 300));
+    assert.equal(r.headers.get('location'), page);
+    assert.match((await client.get(page)).text, ALREADY);
+  };
+
+  it('a key rotation sent again rotates nothing: the key shown keeps working', async () => {
+    const keys = `/projects/${seed.projectUid}/keys`;
+    await client.get(keys);
+    const rotated = await client.post(keys, {});
+    assert.equal(rotated.status, 200);
+    assert.equal(rotated.headers.get('cache-control'), 'no-store', 'the answer holding the key is not stored');
+    const key = keyOf(rotated);
+    await assertSentBack(await client.resubmit(), keys);
+    assert.equal((await t.call('get_project_info', { api_key: key })).status, 200, 'the key shown still works');
+    const prefix = (await account('get_project', { uid: seed.projectUid })).body.data.project.key_prefix;
+    assert.ok(key.startsWith(prefix), 'the project\'s active key is the one shown');
+    seed.projectKey = key;
+  });
+
+  it('a webhook added, its secret rotated and a user added, each sent again, happen once', async () => {
+    await client.get('/webhooks');
+    const added = await client.post('/webhooks', { url: 'http://127.0.0.1:9/hooks/once', events: ['delivered'], project: '' });
+    assert.equal(added.status, 200, added.text.slice(0, 300));
+    assert.equal(added.headers.get('cache-control'), 'no-store');
+    await assertSentBack(await client.resubmit(), '/webhooks');
+    const hooks = (await account('list_webhooks')).body.data.webhooks;
+    assert.deepEqual(hooks.map((h: { url: string }) => h.url), ['http://127.0.0.1:9/hooks/once'], 'one endpoint, not two');
+
+    const sealed = async () => (await t.app.services.store.db.selectFrom('webhooks').select('secret').where('uid', '=', hooks[0].uid).executeTakeFirstOrThrow()).secret;
+    await client.get('/webhooks');
+    const rotated = await client.post(`/webhooks/${encodeURIComponent(hooks[0].uid)}/rotate`, {});
+    assert.equal(rotated.status, 200);
+    const secret = /id="secret" class="key" readonly value="([^"]+)"/.exec(rotated.text)![1];
+    const stored = await sealed();
+    assert.equal(t.app.services.secrets.open(stored), secret);
+    await assertSentBack(await client.resubmit(), '/webhooks');
+    assert.equal(await sealed(), stored, 'the secret shown is still the endpoint\'s');
+
+    await client.get('/users');
+    const user = await client.post('/users', { email: 'once@forms.example', project: '' });
+    assert.equal(user.status, 200);
+    const password = /id="new-password" class="key" readonly value="([^"]+)"/.exec(user.text)![1];
+    await assertSentBack(await client.resubmit(), '/users');
+    assert.equal((await new SessionClient(t.url).signIn('once@forms.example', password)).status, 303, 'the password shown works');
+  });
+
+  it('a form answered by a redirect, sent again, changes nothing more', async () => {
+    const page = `/suppressions?project=${seed.projectUid}`;
+    await client.get(page);
+    const added = await client.post('/suppressions/add', { project: seed.projectUid, addresses: 'again@forms.example' });
+    assert.equal(added.status, 303);
+    // Taken off the list since: the same submission must not put it back.
+    assert.equal((await t.call('remove_from_suppression_list', { api_key: seed.projectKey, arguments: { addresses: ['again@forms.example'] } })).status, 200);
+    await assertSentBack(await client.resubmit(), page);
+    assert.ok(!('again@forms.example' in ((await t.call('get_suppression_list', { api_key: seed.projectKey })).body.data ?? {})));
+  });
+
+  it('two submissions of one form at once: one runs', async () => {
+    const keys = `/projects/${seed.projectUid}/keys`;
+    await client.get(keys);
+    const token = client.formTokens.pop()!;
+    const answers = await Promise.all([client.post(keys, { _form: token }), client.post(keys, { _form: token })]);
+    assert.deepEqual(answers.map((a) => a.status).sort(), [200, 303]);
+    const key = keyOf(answers.find((a) => a.status === 200)!);
+    assert.equal((await t.call('get_project_info', { api_key: key })).status, 200);
+    seed.projectKey = key;
+  });
+
+  it('a refused submission changed nothing: sent again, it runs again', async () => {
+    await client.get(`/templates/~new?project=${seed.projectUid}`);
+    const form = { project: seed.projectUid, slug: 'later', subject: 'Hi', text: 'x', html: '', css: '', from: '', name: '', parent: 'layout-to-come' };
+    const refused = await client.post('/templates', form);
+    assert.equal(refused.status, 412);
+    assert.match(refused.text, /id="err-parent" role="status"><bdi>[^<]+/);
+    assert.equal((await client.resubmit()).status, 412, 'refused again, not "already submitted"');
+    const layout = await t.call('create_template', { api_key: seed.projectKey, arguments: { slug: 'layout-to-come', html: '<div>{{*content*}}</div>' } });
+    assert.equal(layout.status, 200, JSON.stringify(layout.body));
+    const saved = await client.resubmit();
+    assert.equal(saved.status, 303);
+    assert.equal((await t.call('get_template', { api_key: seed.projectKey, arguments: { slug: 'later' } })).status, 200);
+    await assertSentBack(await client.resubmit(), `/templates/~new?project=${seed.projectUid}`);
+
+    // An error notice (the post redirected with it) gives the token back too.
+    await client.get('/webhooks');
+    const retry = await client.post('/webhooks/deliveries/999999/retry', {});
+    assert.equal(retry.status, 303);
+    assert.match((await client.get('/webhooks')).text, /Only a failed delivery can be retried/);
+    await client.resubmit();
+    const again = (await client.get('/webhooks')).text;
+    assert.match(again, /Only a failed delivery can be retried/);
+    assert.doesNotMatch(again, ALREADY);
+  });
+
+  it('the template preview uses up no token: the editor saves with the token it was shown with', async () => {
+    await client.get(`/templates/~new?project=${seed.projectUid}`);
+    const token = client.formTokens.pop()!;
+    const fields = { project: seed.projectUid, slug: 'previewed', subject: 'Hi {{name}}', text: 'x', html: '<p>{{name}}</p>', css: '', from: '', name: '', parent: '' };
+    for (const path of ['/templates/~preview', '/templates/~preview.json']) {
+      assert.equal((await client.post(path, { ...fields, _form: token })).status, 200);
+    }
+    assert.equal((await client.post('/templates', { ...fields, _form: token })).status, 303);
+  });
+
+  it('refuses a post without a form token, with an altered one or another user\'s, and changes nothing', async () => {
+    const keys = `/projects/${seed.projectUid}/keys`;
+    await client.get(keys);
+    const without = await client.post(keys, {}, { formToken: false });
+    assert.equal(without.status, 403);
+    assert.match(without.text, /This form has expired or did not come from this dashboard/);
+    const token = client.formTokens.pop()!;
+    const parts = token.split('.');
+    const elsewhere = [...parts.slice(0, 3), Buffer.from('//evil.example/').toString('base64url'), parts[4]].join('.');
+    assert.equal((await client.post(keys, { _form: elsewhere })).status, 403, 'the page it names is signed');
+    assert.equal((await client.post(keys, { _form: `${token.slice(0, -2)}AA` })).status, 403);
+    const { client: other } = await signedInClient(t, seed.accountUid);
+    assert.equal((await client.post(keys, { _form: other.formTokens.pop()! })).status, 403, 'another sign-in\'s token');
+    assert.equal((await t.call('get_project_info', { api_key: seed.projectKey })).status, 200, 'the key was not rotated');
+  });
+});
