@@ -4,7 +4,8 @@
 // add a suppression, rotate a key. Markup and script in the subject, body, filename and recipient
 // name never run (no dialog, no console line from them); a post without the CSRF token is refused;
 // another account's message URL is not found. A reload of a page a form post answered (a new key,
-// webhook secret or password) runs the form once (docs/dashboard.md, "Forms").
+// webhook secret or password) runs the form once (docs/dashboard.md, "Forms"); a webhook endpoint
+// is removed after a confirmation.
 //
 // POSTHORN_DASHBOARD_SCREENSHOTS=docs/images also saves the screenshots docs/dashboard.md shows.
 import assert from 'node:assert/strict';
@@ -289,5 +290,20 @@ describe('dashboard in a browser', { skip: missing ? `${CHROMIUM} is not install
     page.off('request', seen);
     assert.ok(!methods.some((m) => m.startsWith('POST')), methods.join(', '));
     assert.ok(!('reload@customer.example' in ((await t.call('get_suppression_list', { api_key: seed.projectKey })).body.data ?? {})));
+  });
+
+  it('removes a webhook endpoint after a confirmation', async () => {
+    const url = 'http://127.0.0.1:9/hooks/to-remove';
+    await t.call('create_webhook', { api_key: seed.accountKey, arguments: { url } });
+    await page.goto(`${t.url}/webhooks`);
+    await page.getByRole('link', { name: `Remove ${url}` }).click();
+    await page.getByRole('heading', { name: 'Remove a webhook' }).waitFor();
+    const listed = async () => (await t.call('list_webhooks', { api_key: seed.accountKey })).body.data.webhooks.some((h: { url: string }) => h.url === url);
+    assert.equal(await listed(), true, 'the confirmation page removes nothing');
+    await page.getByRole('button', { name: 'Remove the endpoint' }).click();
+    await page.waitForURL(`${t.url}/webhooks`);
+    await page.getByRole('status').filter({ hasText: `Removed: ${url}` }).waitFor();
+    assert.equal(await listed(), false);
+    assert.equal(await page.getByRole('cell', { name: url, exact: true }).count(), 0);
   });
 });

@@ -1,7 +1,7 @@
 // The dashboard's forms over HTTP against a real server on both databases (docs/dashboard.md,
 // "Forms"): a submission sent again (what a reload of the page a POST answered does) runs once and
 // is sent back to its page with a notice; a refused one may be sent again; a token that is missing,
-// altered or another user's is refused.
+// altered or another user's is refused. Removing, disabling and enabling a webhook endpoint.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
@@ -142,5 +142,40 @@ describe('dashboard forms', () => {
     const { client: other } = await signedInClient(t, seed.accountUid);
     assert.equal((await client.post(keys, { _form: other.formTokens.pop()! })).status, 403, 'another sign-in\'s token');
     assert.equal((await t.call('get_project_info', { api_key: seed.projectKey })).status, 200, 'the key was not rotated');
+  });
+
+  it('removes a webhook endpoint after asking, and disables and enables one', async () => {
+    const created = await account('create_webhook', { url: 'http://127.0.0.1:9/hooks/removable' });
+    const uid = created.body.data.webhook.uid;
+    const list = await client.get('/webhooks');
+    assert.match(list.text, new RegExp(`<a href="/webhooks/${uid}/remove" aria-label="Remove http://127\\.0\\.0\\.1:9/hooks/removable">`));
+    const ask = await client.get(`/webhooks/${uid}/remove`);
+    assert.equal(ask.status, 200);
+    assert.match(ask.text, /<form method="post" action="\/webhooks\/[^"]+\/remove"/);
+    const urls = async () => (await account('list_webhooks')).body.data.webhooks.map((h: { url: string }) => h.url);
+    assert.ok((await urls()).includes('http://127.0.0.1:9/hooks/removable'), 'asking removes nothing');
+
+    const disabled = await client.post(`/webhooks/${uid}/status`, { status: 'disabled' });
+    assert.equal(disabled.status, 303);
+    const status = async () => (await account('list_webhooks')).body.data.webhooks.find((h: { uid: string }) => h.uid === uid).status;
+    assert.equal(await status(), 'disabled');
+    assert.match((await client.get('/webhooks')).text, /Disabled: http:\/\/127\.0\.0\.1:9\/hooks\/removable/);
+    assert.equal((await client.post(`/webhooks/${uid}/status`, { status: 'active' })).status, 303);
+    assert.equal(await status(), 'active');
+
+    await client.get(`/webhooks/${uid}/remove`);
+    const removed = await client.post(`/webhooks/${uid}/remove`, {});
+    assert.equal(removed.status, 303);
+    assert.match((await client.get('/webhooks')).text, /Removed: http:\/\/127\.0\.0\.1:9\/hooks\/removable/);
+    assert.ok(!(await urls()).includes('http://127.0.0.1:9/hooks/removable'));
+    await assertSentBack(await client.resubmit(), '/webhooks');
+
+    const theirs = await t.seed('theirs');
+    const foreign = (await t.call('create_webhook', { api_key: theirs.accountKey, arguments: { url: 'http://127.0.0.1:9/hooks/theirs' } })).body.data.webhook.uid;
+    assert.equal((await client.get(`/webhooks/${foreign}/remove`)).status, 404);
+    await client.get('/webhooks');
+    assert.equal((await client.post(`/webhooks/${foreign}/remove`, {})).status, 303);
+    assert.match((await client.get('/webhooks')).text, /class="notice error" role="alert"><bdi>Webhook [^<]+ not found/);
+    assert.equal((await t.call('list_webhooks', { api_key: theirs.accountKey })).body.data.webhooks.length, 1);
   });
 });

@@ -1,8 +1,20 @@
-// Webhook endpoints with their recent deliveries, retry of failed ones, and secret rotation (the
-// new secret shown once). Account users only.
+// Webhook endpoints with their recent deliveries, retry of failed ones, secret rotation (the new
+// secret shown once), disabling and enabling an endpoint, and its removal after a confirmation
+// (update_webhook's and delete_webhook's operations). Account users only.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
-import { createWebhook, listDeliveries, listWebhooks, retryDeliveries, rotateWebhookSecret, WEBHOOK_EVENTS, type WebhookEvent } from '../../operations/webhooks.ts';
+import {
+  createWebhook,
+  deleteWebhook,
+  listDeliveries,
+  listWebhooks,
+  retryDeliveries,
+  rotateWebhookSecret,
+  updateWebhook,
+  WEBHOOK_EVENTS,
+  type WebhookEvent,
+  type WebhookView,
+} from '../../operations/webhooks.ts';
 import { listViewerProjects } from '../../operations/users.ts';
 import { formatTime, html } from '../html.ts';
 import { csrfField, page } from '../layout.ts';
@@ -29,8 +41,8 @@ export function installWebhookPages(app: FastifyInstance, routes: DashboardRoute
 <h2>Endpoints</h2>
 <table><thead><tr><th scope="col">URL</th><th scope="col">Project</th><th scope="col">Events</th><th scope="col">Status</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead><tbody>
 ${hooks.length === 0 ? html`<tr><td colspan="5" class="empty">No webhook yet.</td></tr>` : hooks.map(
-      (h) => html`<tr><td class="url">${h.webhook.url}</td><td>${h.projectUid ?? 'every project'}</td><td>${(JSON.parse(h.webhook.events) as string[]).join(', ')}</td><td>${h.webhook.status}</td>
-<td><form method="post" action="/webhooks/${encodeURIComponent(h.webhook.uid)}/rotate">${csrfField(viewer)}<button type="submit" class="link">Rotate secret</button></form></td></tr>`,
+      (h) => html`<tr><td class="url">${h.webhook.url}</td><td>${h.projectUid ?? 'every project'}</td><td>${(JSON.parse(h.webhook.events) as string[]).join(', ')}</td><td>${h.webhook.status === 'active' ? 'active' : html`<span class="badge failed">disabled</span>`}</td>
+<td>${endpointActions(viewer, h)}</td></tr>`,
     )}</tbody></table>
 <h2>Recent deliveries</h2>
 <table><thead><tr><th scope="col">Created</th><th scope="col">Event</th><th scope="col">URL</th><th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Last answer</th><th scope="col"><span class="visually-hidden">Retry</span></th></tr></thead><tbody>
@@ -70,6 +82,42 @@ ${deliveries.length === 0 ? html`<tr><td colspan="7" class="empty">No delivery y
     }
   });
 
+  // Disabling keeps the endpoint and its secret; it receives no new events until it is enabled again.
+  app.post('/webhooks/:uid/status', async (request, reply) => {
+    const viewer = viewerOf(request);
+    requireAccountUser(viewer);
+    const status = formOf(request).status === 'disabled' ? 'disabled' : 'active';
+    try {
+      const { webhook } = await updateWebhook(services, viewer.account, uidOf(request), { status });
+      return redirectWithNotice(reply, routes, '/webhooks', { kind: 'ok', text: `${status === 'active' ? 'Enabled' : 'Disabled'}: ${webhook.url}` });
+    } catch (error) {
+      return fail(reply, error);
+    }
+  });
+
+  // Removal asks first: this page changes nothing; its form (a POST) removes.
+  app.get('/webhooks/:uid/remove', async (request, reply) => {
+    const viewer = viewerOf(request);
+    requireAccountUser(viewer);
+    const hook = (await listWebhooks(services, viewer.account)).find((h) => h.webhook.uid === uidOf(request));
+    if (!hook) throw new ApiError('not_found', `Webhook ${uidOf(request)} not found.`);
+    const body = html`<section class="card"><p>Remove the endpoint <strong class="url">${hook.webhook.url}</strong> (${hook.projectUid ?? 'every project'})?
+It receives no new events, and requests not yet delivered to it are not sent. This cannot be undone: to stop it for a while, disable it instead.</p>
+<form method="post" action="/webhooks/${encodeURIComponent(hook.webhook.uid)}/remove" class="actions">${csrfField(viewer, '/webhooks')}<button type="submit" class="danger">Remove the endpoint</button> <a class="button secondary" href="/webhooks">Cancel</a></form></section>`;
+    return sendPage(reply, page('Remove a webhook', { viewer, section: 'webhooks' }, body));
+  });
+
+  app.post('/webhooks/:uid/remove', async (request, reply) => {
+    const viewer = viewerOf(request);
+    requireAccountUser(viewer);
+    try {
+      const { webhook } = await deleteWebhook(services, viewer.account, uidOf(request));
+      return redirectWithNotice(reply, routes, '/webhooks', { kind: 'ok', text: `Removed: ${webhook.url}` });
+    } catch (error) {
+      return fail(reply, error);
+    }
+  });
+
   app.post('/webhooks/deliveries/:id/retry', async (request, reply) => {
     const viewer = viewerOf(request);
     requireAccountUser(viewer);
@@ -81,6 +129,15 @@ ${deliveries.length === 0 ? html`<tr><td colspan="7" class="empty">No delivery y
 
 function uidOf(request: { params: unknown }): string {
   return (request.params as { uid: string }).uid;
+}
+
+/** An endpoint's row: rotate its secret, disable or enable it, remove it (asked first). */
+function endpointActions(viewer: PageViewer, h: WebhookView) {
+  const base = `/webhooks/${encodeURIComponent(h.webhook.uid)}`;
+  const disabled = h.webhook.status !== 'active';
+  return html`<div class="actions"><form method="post" action="${base}/rotate">${csrfField(viewer)}<button type="submit" class="link">Rotate secret</button></form>
+<form method="post" action="${base}/status">${csrfField(viewer)}<input type="hidden" name="status" value="${disabled ? 'active' : 'disabled'}"><button type="submit" class="link" aria-label="${disabled ? 'Enable' : 'Disable'} ${h.webhook.url}">${disabled ? 'Enable' : 'Disable'}</button></form>
+<a href="${base}/remove" aria-label="Remove ${h.webhook.url}">Remove…</a></div>`;
 }
 
 function secretShown(viewer: PageViewer, url: string, secret: string): string {
