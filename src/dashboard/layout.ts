@@ -2,6 +2,7 @@
 // the signed-in user and the sign-out form (a POST carrying the sign-in's CSRF token), and the
 // notice a form post left for the page.
 import type { Project } from '../operations/context.ts';
+import { readProjectSettings } from '../operations/projects.ts';
 import { html, type HtmlValue, type SafeHtml } from './html.ts';
 import type { Notice, PageViewer } from './requests.ts';
 
@@ -70,13 +71,18 @@ ${body}
 </html>`.value;
 }
 
+/** A project's name as a picker shows it: a sandbox project says so (docs/sandbox.md). */
+export function projectLabel(project: Project): string {
+  return readProjectSettings(project).sandbox ? `${project.name} (sandbox)` : project.name;
+}
+
 /** A project selector (GET form) for pages about one project; hidden when the viewer sees one project. */
 export function projectPicker(projects: readonly Project[], current: Project, action: string, extra: Record<string, string> = {}): SafeHtml {
-  if (projects.length <= 1) return html`<p class="project">Project: <strong>${current.name}</strong></p>`;
+  if (projects.length <= 1) return html`<p class="project">Project: <strong>${projectLabel(current)}</strong></p>`;
   return html`<form method="get" action="${action}" class="picker">
 <label for="project">Project</label>
 <select id="project" name="project" data-autosubmit>${projects.map(
-    (p) => html`<option value="${p.uid}"${p.id === current.id ? html` selected` : ''}>${p.name}</option>`,
+    (p) => html`<option value="${p.uid}"${p.id === current.id ? html` selected` : ''}>${projectLabel(p)}</option>`,
   )}</select>
 ${Object.entries(extra).map(([k, v]) => html`<input type="hidden" name="${k}" value="${v}">`)}
 <button type="submit">Show</button>

@@ -20,6 +20,7 @@ import { installKeyPages } from './pages/keys.ts';
 import { installMailboxPages } from './pages/mailboxes.ts';
 import { installMessagePages } from './pages/messages.ts';
 import { installOverviewPages } from './pages/overview.ts';
+import { installProjectSettingsPages } from './pages/project-settings.ts';
 import { installSignInPages, installSignOut } from './pages/sign-in.ts';
 import { installSuppressionPages } from './pages/suppressions.ts';
 import { installTemplatePages } from './pages/templates.ts';
@@ -144,6 +145,7 @@ export async function dashboard(app: FastifyInstance, opts: { services: Services
     installTemplatePages(authed, routes);
     installSuppressionPages(authed, routes);
     installKeyPages(authed, routes);
+    installProjectSettingsPages(authed, routes);
     installDomainPages(authed, routes);
     installWebhookPages(authed, routes);
     installMailboxPages(authed, routes);

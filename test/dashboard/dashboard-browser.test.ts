@@ -5,7 +5,7 @@
 // name never run (no dialog, no console line from them); a post without the CSRF token is refused;
 // another account's message URL is not found. A reload of a page a form post answered (a new key,
 // webhook secret or password) runs the form once (docs/dashboard.md, "Forms"); a webhook endpoint
-// is removed after a confirmation.
+// is removed after a confirmation; a project's settings are saved, and its sandbox mode shown.
 //
 // POSTHORN_DASHBOARD_SCREENSHOTS=docs/images also saves the screenshots docs/dashboard.md shows.
 import assert from 'node:assert/strict';
@@ -305,5 +305,29 @@ describe('dashboard in a browser', { skip: missing ? `${CHROMIUM} is not install
     await page.getByRole('status').filter({ hasText: `Removed: ${url}` }).waitFor();
     assert.equal(await listed(), false);
     assert.equal(await page.getByRole('cell', { name: url, exact: true }).count(), 0);
+  });
+
+  it('turns sandbox mode on in the project settings, the refusal beside its field first; the overview then says so', async () => {
+    await page.goto(`${t.url}/`);
+    assert.equal(await page.locator('.badge.sandbox').count(), 0);
+    await page.getByRole('link', { name: 'Settings' }).first().click();
+    await page.getByLabel('Sandbox').check();
+    await page.getByLabel('Default From').fill('not an address');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.locator('#err-default_from', { hasText: 'must be one address' }).waitFor();
+    assert.equal(await page.getByLabel('Sandbox').isChecked(), true, 'what was ticked is kept');
+    assert.equal((await t.call('get_project', { api_key: seed.accountKey, arguments: { uid: seed.projectUid } })).body.data.project.settings.sandbox, false);
+    await page.getByLabel('Default From').fill('Acme <hello@acme.example>');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByRole('status').filter({ hasText: 'The project is in sandbox mode' }).waitFor();
+    const settings = (await t.call('get_project', { api_key: seed.accountKey, arguments: { uid: seed.projectUid } })).body.data.project.settings;
+    assert.equal(settings.sandbox, true);
+    assert.equal(settings.default_from, 'Acme <hello@acme.example>');
+    await page.goto(`${t.url}/`);
+    assert.ok(await page.locator('.badge.sandbox').first().isVisible());
+    assert.match(await page.locator('.notice.sandbox').first().innerText(), /Sandbox mode/);
+    await page.goto(`${t.url}/messages`);
+    assert.ok(await page.locator('.notice.sandbox').isVisible());
+    assertNothingRan();
   });
 });

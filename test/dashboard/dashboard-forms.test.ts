@@ -1,7 +1,9 @@
 // The dashboard's forms over HTTP against a real server on both databases (docs/dashboard.md,
 // "Forms"): a submission sent again (what a reload of the page a POST answered does) runs once and
 // is sent back to its page with a notice; a refused one may be sent again; a token that is missing,
-// altered or another user's is refused. Removing, disabling and enabling a webhook endpoint.
+// altered or another user's is refused. Then what the forms added: removing, disabling and enabling
+// a webhook endpoint, and a project's settings saved through update_project's operation (its
+// errors beside their fields), with a sandbox project marked wherever its counts and messages are.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
@@ -177,5 +179,86 @@ describe('dashboard forms', () => {
     assert.equal((await client.post(`/webhooks/${foreign}/remove`, {})).status, 303);
     assert.match((await client.get('/webhooks')).text, /class="notice error" role="alert"><bdi>Webhook [^<]+ not found/);
     assert.equal((await t.call('list_webhooks', { api_key: theirs.accountKey })).body.data.webhooks.length, 1);
+  });
+});
+
+describe('dashboard project settings', () => {
+  let t: TestApp;
+  let seed: Seed;
+  let client: SessionClient;
+  let messageId: number;
+
+  before(async () => {
+    t = await startTestApp();
+    seed = await t.seed('settings');
+    ({ client } = await signedInClient(t, seed.accountUid));
+    const sent = await t.call('send_message', {
+      api_key: seed.projectKey,
+      arguments: { recipients: ['someone@example.com'], headers: { subject: 'Counted', from: 'a@example.com' }, content: { 'text/plain': 'x' } },
+    });
+    messageId = sent.body.data.message.id;
+  });
+  after(() => t.close());
+
+  const settingsPath = () => `/projects/${seed.projectUid}/settings`;
+  const stored = async () => (await t.call('get_project', { api_key: seed.accountKey, arguments: { uid: seed.projectUid } })).body.data.project;
+  const sandboxShown = (text: string) => /class="badge sandbox"/.test(text) || /class="notice sandbox"/.test(text);
+  const projectPages = () => ['/', `/projects/${seed.projectUid}`, `/messages?project=${seed.projectUid}`, `/messages/${messageId}`];
+
+  it('saves sandbox, tracking, default From, name and retention through update_project\'s operation; a sandbox project says so where its counts and messages are', async () => {
+    for (const path of projectPages()) assert.ok(!sandboxShown((await client.get(path)).text), `${path}: a live project shows no sandbox mark`);
+    const page = await client.get(settingsPath());
+    assert.equal(page.status, 200);
+    assert.match(page.text, /id="s-default_from" name="default_from" value="noreply@posthorn\.test"/);
+    const saved = await client.post(settingsPath(), { name: 'Renamed', sandbox: 'on', tracking: 'on', default_from: ' Shop <shop@example.com> ', retention_days: '30' });
+    assert.equal(saved.status, 303);
+    assert.equal(saved.headers.get('location'), settingsPath());
+    assert.match((await client.get(settingsPath())).text, /Settings of Renamed saved\. The project is in sandbox mode/);
+    const project = await stored();
+    assert.equal(project.name, 'Renamed');
+    assert.deepEqual(project.settings, { tracking: true, sandbox: true, default_from: 'Shop <shop@example.com>', retention_days: 30 });
+
+    for (const path of projectPages()) {
+      const text = (await client.get(path)).text;
+      assert.match(text, /class="notice sandbox"><strong>Sandbox mode<\/strong>/, `${path} says the project is a sandbox`);
+    }
+    assert.match((await client.get('/')).text, /<bdi>Renamed<\/bdi><\/a> <span class="badge sandbox">/);
+
+    // Unticked boxes are off; an empty retention goes back to the server's.
+    assert.equal((await client.post(settingsPath(), { name: 'Renamed', default_from: '', retention_days: '' })).status, 303);
+    assert.deepEqual((await stored()).settings, { tracking: false, sandbox: false, default_from: null });
+    for (const path of projectPages()) assert.ok(!sandboxShown((await client.get(path)).text), `${path}: live again`);
+  });
+
+  it('shows update_project\'s refusals beside their fields, and saves nothing', async () => {
+    const before = await stored();
+    for (const [field, value, api] of [
+      ['default_from', 'two@example.com, three@example.com', { settings: { default_from: 'two@example.com, three@example.com' } }],
+      ['default_from', 'x\r\nBcc: all@example.com', { settings: { default_from: 'x\r\nBcc: all@example.com' } }],
+      ['retention_days', '5000', { settings: { retention_days: 5000 } }],
+      ['retention_days', 'a week', { settings: { retention_days: 'a week' } }],
+      ['name', '   ', { name: '   ' }],
+    ] as const) {
+      await client.get(settingsPath());
+      const form: Record<string, string> = { name: 'Kept', default_from: '', retention_days: '', sandbox: 'on' };
+      form[field] = value;
+      const r = await client.post(settingsPath(), form);
+      assert.equal(r.status, 406, `${field}=${value}`);
+      const message = (await t.call('update_project', { api_key: seed.accountKey, arguments: { uid: seed.projectUid, ...api } })).body.response.message;
+      const shown = new RegExp(`id="err-${field}" role="status"><bdi>([^<]+)</bdi>`).exec(r.text)?.[1];
+      assert.equal(shown?.replace(/&quot;/g, '"').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&#39;/g, "'"), message, `${field}: the API's own words`);
+      assert.match(r.text, new RegExp(`id="s-${field}"[^>]*aria-invalid="true"`));
+      assert.match(r.text, / checked/, 'what was typed is kept');
+    }
+    assert.deepEqual(await stored(), before);
+  });
+
+  it('is for account users, as update_project takes the account key', async () => {
+    const { client: scoped } = await signedInClient(t, seed.accountUid, { projectUid: seed.projectUid });
+    assert.equal((await scoped.get(settingsPath())).status, 404);
+    assert.ok(!(await scoped.get(`/projects/${seed.projectUid}`)).text.includes('/settings"'));
+    await scoped.get('/');
+    assert.equal((await scoped.post(settingsPath(), { name: 'Taken over', sandbox: 'on' })).status, 404);
+    assert.notEqual((await stored()).name, 'Taken over');
   });
 });

@@ -155,6 +155,7 @@ describe('dashboard with hostile and long text, in a browser', { skip: missing ?
       '/templates/receipt',
       '/webhooks',
       `/webhooks/${encodeURIComponent(hookUid)}/remove`,
+      `/projects/${seed.projectUid}/settings`,
       '/mailboxes',
       '/users',
     );

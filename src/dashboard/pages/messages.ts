@@ -1,7 +1,8 @@
 // Messages: the search (keyset-paged, polled for new rows by assets/app.js while on the first
 // page), one message (the page send_message's data.message.url names), its HTML part in a
 // sandboxed frame with its own policy (no scripts; remote images only when asked), and its MIME
-// source as a download. Everything of a message is attacker-controlled and escaped.
+// source as a download. Everything of a message is attacker-controlled and escaped. A sandbox
+// project's messages say so (docs/sandbox.md).
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
 import { parseApiDate } from '../../domain/time.ts';
@@ -19,9 +20,10 @@ import {
 } from '../../operations/message-views.ts';
 import type { Project } from '../../operations/context.ts';
 import { formatTime, html, queryString, showBidiControls, type SafeHtml } from '../html.ts';
-import { page, projectPicker } from '../layout.ts';
+import { page, projectLabel } from '../layout.ts';
 import { queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
-import { pickProject } from './common.ts';
+import { pickProject, sandboxBadge, sandboxNote } from './common.ts';
+import type { Viewer } from '../../operations/users.ts';
 
 /** The frame of a message's HTML part: nothing may run, nothing may be fetched but inline images. */
 function framePolicy(images: boolean): string {
@@ -72,7 +74,7 @@ function searchForm(project: Project, projects: readonly Project[], q: Record<st
   const field = (name: string, label: string, type = 'text') =>
     html`<div class="field"><label for="f-${name}">${label}</label><input id="f-${name}" name="${name}" type="${type}" value="${q[name] ?? ''}"></div>`;
   return html`<form method="get" action="/messages" class="filters" role="search">
-${projects.length > 1 ? html`<div class="field"><label for="f-project">Project</label><select id="f-project" name="project">${projects.map((p) => html`<option value="${p.uid}"${p.id === project.id ? html` selected` : ''}>${p.name}</option>`)}</select></div>` : html`<input type="hidden" name="project" value="${project.uid}">`}
+${projects.length > 1 ? html`<div class="field"><label for="f-project">Project</label><select id="f-project" name="project">${projects.map((p) => html`<option value="${p.uid}"${p.id === project.id ? html` selected` : ''}>${projectLabel(p)}</option>`)}</select></div>` : html`<input type="hidden" name="project" value="${project.uid}">`}
 ${field('recipient', 'Recipient')}${field('uid', 'UID')}${field('subject', 'Subject')}${field('template', 'Template')}
 <div class="field"><label for="f-status">Status</label><select id="f-status" name="status"><option value="">any</option>${TRANSMISSION_STATUSES.map(
     (s) => html`<option value="${s}"${q.status === s ? html` selected` : ''}>${s}</option>`,
@@ -100,11 +102,11 @@ ${r.suppression ? html`<p class="notice error">Suppressed: ${r.suppression.statu
 </section>`;
 }
 
-function messagePage(view: MessageView, content: Awaited<ReturnType<typeof getMessageContent>>, images: boolean): SafeHtml {
+function messagePage(viewer: Viewer, view: MessageView, content: Awaited<ReturnType<typeof getMessageContent>>, images: boolean): SafeHtml {
   const m = view.message;
   const id = Number(m.id);
-  return html`<dl class="summary">
-<dt>Project</dt><dd><a href="/projects/${encodeURIComponent(view.project.uid)}">${view.project.name}</a></dd>
+  return html`${sandboxNote(viewer, view.project)}<dl class="summary">
+<dt>Project</dt><dd><a href="/projects/${encodeURIComponent(view.project.uid)}">${view.project.name}</a>${sandboxBadge(view.project)}</dd>
 <dt>UID</dt><dd><code>${m.uid}</code> <button type="button" class="copy" data-copy="${m.uid}">Copy</button></dd>
 <dt>Message-ID</dt><dd><code>${content.messageId}</code></dd>
 <dt>Accepted</dt><dd>${formatTime(Number(m.created_at))}</dd>
@@ -145,6 +147,7 @@ export function installMessagePages(app: FastifyInstance, { services }: Dashboar
     for (const f of FILTER_FIELDS) if (q[f]) params[f] = q[f];
     const live = !q.cursor ? html` data-live="/messages/rows${queryString(params)}"` : '';
     const body = html`${searchForm(project, projects, q)}
+${sandboxNote(viewer, project)}
 <table class="messages"><caption class="visually-hidden">Messages, newest first</caption>
 <thead><tr><th scope="col">Accepted</th><th scope="col">Subject and UID</th><th scope="col">Recipient</th><th scope="col">Template</th><th scope="col">Status</th></tr></thead>
 <tbody${live}>${messageRows(result.items)}</tbody></table>
@@ -168,7 +171,7 @@ export function installMessagePages(app: FastifyInstance, { services }: Dashboar
     const { message, project } = await findViewerMessage(services, viewer, messageId(request));
     const [view, content] = await Promise.all([getMessageView(services, message, project), getMessageContent(services, message)]);
     const images = queryOf(request).images === '1';
-    return sendPage(reply, page(`Message ${message.uid}`, { viewer, section: 'messages' }, messagePage(view, content, images)));
+    return sendPage(reply, page(`Message ${message.uid}`, { viewer, section: 'messages' }, messagePage(viewer, view, content, images)));
   });
 
   app.get('/messages/:id/html', async (request, reply) => {
