@@ -1,12 +1,16 @@
 // The frame of every dashboard page: head (one stylesheet, scripts from /assets only), navigation,
-// the signed-in user and the sign-out form (a POST carrying the session's CSRF token).
+// the signed-in user and the sign-out form (a POST carrying the sign-in's CSRF token), and the
+// notice a form post left for the page.
 import type { Project } from '../operations/context.ts';
-import type { Viewer } from '../operations/users.ts';
+import { readProjectSettings } from '../operations/projects.ts';
 import { html, type HtmlValue, type SafeHtml } from './html.ts';
-import type { Notice } from './requests.ts';
+import type { Notice, PageViewer } from './requests.ts';
+
+/** The hidden field of a form's one-time token (docs/dashboard.md, "Forms"). */
+export const FORM_TOKEN_FIELD = '_form';
 
 export interface PageContext {
-  viewer: Viewer | null;
+  viewer: PageViewer | null;
   /** the nav entry to mark as current */
   section?: string;
   /** scripts from /assets to load (deferred) */
@@ -26,8 +30,13 @@ const NAV: Array<[string, string, string, boolean]> = [
   ['users', '/users', 'Users', true],
 ];
 
-export function csrfField(viewer: Viewer): SafeHtml {
-  return html`<input type="hidden" name="_csrf" value="${viewer.csrfToken}">`;
+/**
+ * The hidden fields every form that changes something carries: the sign-in's CSRF token and a
+ * one-time token of its own, new at each call (docs/dashboard.md, "Forms"): call it once per form.
+ * `returnPath`: the page a repeated submission is sent back to, when not the page shown.
+ */
+export function csrfField(viewer: PageViewer, returnPath?: string): SafeHtml {
+  return html`<input type="hidden" name="_csrf" value="${viewer.csrfToken}"><input type="hidden" name="${FORM_TOKEN_FIELD}" value="${viewer.formToken(returnPath)}">`;
 }
 
 export function page(title: string, ctx: PageContext, body: HtmlValue): string {
@@ -55,19 +64,25 @@ ${scripts.map((s) => html`<script src="/assets/${s}" defer></script>`)}
 <header class="top"><a class="brand" href="/">Posthorn</a>${nav}</header>
 <main id="main">
 <h1>${title}</h1>
+${postNotice(viewer ? viewer.takeNotice() : null)}
 ${body}
 </main>
 </body>
 </html>`.value;
 }
 
+/** A project's name as a picker shows it: a sandbox project says so (docs/sandbox.md). */
+export function projectLabel(project: Project): string {
+  return readProjectSettings(project).sandbox ? `${project.name} (sandbox)` : project.name;
+}
+
 /** A project selector (GET form) for pages about one project; hidden when the viewer sees one project. */
 export function projectPicker(projects: readonly Project[], current: Project, action: string, extra: Record<string, string> = {}): SafeHtml {
-  if (projects.length <= 1) return html`<p class="project">Project: <strong>${current.name}</strong></p>`;
+  if (projects.length <= 1) return html`<p class="project">Project: <strong>${projectLabel(current)}</strong></p>`;
   return html`<form method="get" action="${action}" class="picker">
 <label for="project">Project</label>
 <select id="project" name="project" data-autosubmit>${projects.map(
-    (p) => html`<option value="${p.uid}"${p.id === current.id ? html` selected` : ''}>${p.name}</option>`,
+    (p) => html`<option value="${p.uid}"${p.id === current.id ? html` selected` : ''}>${projectLabel(p)}</option>`,
   )}</select>
 ${Object.entries(extra).map(([k, v]) => html`<input type="hidden" name="${k}" value="${v}">`)}
 <button type="submit">Show</button>
@@ -78,7 +93,7 @@ export function notice(kind: 'ok' | 'error', text: HtmlValue): SafeHtml {
   return html`<p class="notice ${kind}" role="${kind === 'error' ? 'alert' : 'status'}">${text}</p>`;
 }
 
-/** The notice a form post left for this page (requests.ts takeNotice), if any. */
-export function postNotice(shown: Notice | null): SafeHtml | '' {
+/** The notice a form post left for the page (requests.ts takeNotice), if any: page() shows it under the title. */
+function postNotice(shown: Notice | null): SafeHtml | '' {
   return shown ? notice(shown.kind, shown.text) : '';
 }

@@ -1,7 +1,7 @@
 // What every dashboard page shares for reading a request and answering it: the viewer the
-// session hook attached (plugin.ts), the form and query fields as strings, the HTML answer, the
-// notice a form post leaves for the page it redirects to, the cookies' names and the tokens
-// compared in constant time. Pages import these; plugin.ts, which
+// sign-in check attached (plugin.ts) with the one-time token of each form a page renders, the form
+// and query fields as strings, the HTML answer, the notice a form post leaves for the page it
+// redirects to, the cookies' names and the tokens compared in constant time. Pages import these; plugin.ts, which
 // installs the pages, imports them too, so pages never import the plugin.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { randomBytes, timingSafeEqual } from 'node:crypto';
@@ -22,10 +22,39 @@ export interface Notice {
   text: string;
 }
 
+/**
+ * The signed-in user as the pages of one request see it: the viewer, a new one-time token for each
+ * form the page renders (docs/dashboard.md, "Forms"), and the notice a form post left for it.
+ */
+export interface PageViewer extends Viewer {
+  /**
+   * A token for one form: its submission is run once, however often it is sent; sent again, it
+   * is answered on `returnPath` (default: the page shown, or for the answer to a post, the page
+   * its form was on). A form that removes what its page shows names the page to go back to.
+   */
+  formToken(returnPath?: string): string;
+  /** The notice a form post left (cleared as it is read; later calls give the same), or null. */
+  takeNotice(): Notice | null;
+}
+
+/** The one-time token a POST used (plugin.ts): given back when the post changed nothing. */
+export interface FormUse {
+  nonce: string;
+  /** the page the form was shown on */
+  returnPath: string;
+  /** the post was refused (an error notice, or an error answer): its token may be sent again */
+  refused: boolean;
+}
+
 declare module 'fastify' {
   interface FastifyRequest {
-    dashboardViewer?: Viewer;
+    dashboardViewer?: PageViewer;
     dashboardStartedNs?: bigint;
+    dashboardForm?: FormUse;
+  }
+  interface FastifyContextConfig {
+    /** A POST that changes nothing (the template preview): no one-time token is used up. */
+    dashboardReadOnly?: boolean;
   }
 }
 
@@ -35,7 +64,7 @@ export interface DashboardRoutes {
   secureCookies: boolean;
 }
 
-export function viewerOf(request: FastifyRequest): Viewer {
+export function viewerOf(request: FastifyRequest): PageViewer {
   const viewer = request.dashboardViewer;
   if (!viewer) throw new Error('dashboard route reached without a viewer');
   return viewer;
@@ -71,9 +100,11 @@ export function sendPage(reply: FastifyReply, body: string, status = 200): Fasti
 /**
  * Answers a form post with a redirect and the notice the next page shows once, in a cookie signed
  * by this server (plugin.ts). Never in the URL: a link must not make the dashboard say anything
- * (docs/dashboard.md, "Notices").
+ * (docs/dashboard.md, "Notices"). An error notice says the post changed nothing: its one-time
+ * form token is given back (docs/dashboard.md, "Forms").
  */
 export function redirectWithNotice(reply: FastifyReply, routes: DashboardRoutes, location: string, notice: Notice): FastifyReply {
+  if (notice.kind === 'error' && reply.request.dashboardForm) reply.request.dashboardForm.refused = true;
   const value = JSON.stringify({ kind: notice.kind, text: notice.text.slice(0, NOTICE_CHARS) });
   reply.setCookie(NOTICE_COOKIE, value, { path: '/', httpOnly: true, sameSite: 'lax', secure: routes.secureCookies, signed: true, maxAge: NOTICE_TTL_S });
   return reply.redirect(location, 303);

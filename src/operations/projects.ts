@@ -12,7 +12,9 @@ import type { Account, Project } from '../storage/schema.ts';
 import type { Tx } from '../storage/store.ts';
 import { insertTemplate } from '../storage/templates.ts';
 import type { Services } from '../services.ts';
-import { checkChosenUid, checkName } from '../domain/args.ts';
+import { checkChosenUid, checkName, invalidArgument } from '../domain/args.ts';
+import { checkHeaderValue } from '../domain/headers.ts';
+import { parseMailbox, splitAddressList } from '../domain/recipients.ts';
 
 /** Most projects one account may hold: list_projects is unpaged, so it stays bounded. */
 export const MAX_PROJECTS_PER_ACCOUNT = 1000;
@@ -125,17 +127,50 @@ export async function getProject(services: Services, account: Account, uid: stri
 
 export interface ProjectChanges {
   name?: string;
-  /** merged into the stored settings: keys not named keep their value */
-  settings?: Partial<ProjectSettings>;
+  /**
+   * merged into the stored settings: keys not named keep their value. default_from "" or null
+   * clears it; retention_days null goes back to the server's --retention-days.
+   */
+  settings?: Partial<Omit<ProjectSettings, 'retention_days'>> & { retention_days?: number | null };
+}
+
+/**
+ * The settings changes checked and normalised, for every edge alike (the API's update_project, the
+ * dashboard's settings form): each refusal is a 406 naming the setting ("settings.default_from").
+ */
+function checkSettingChanges(settings: NonNullable<ProjectChanges['settings']>): NonNullable<ProjectChanges['settings']> {
+  const out = { ...settings };
+  if (settings.default_from !== undefined) {
+    // One address, as a From header takes it; "" clears it (docs/api/send-message.md).
+    const from = (settings.default_from ?? '').trim();
+    if (from !== '') {
+      checkHeaderValue('setting "default_from"', from);
+      const items = splitAddressList(from);
+      const parsed = items.length === 1 ? parseMailbox(items[0]) : null;
+      if (!parsed?.ok) throw invalidArgument('settings.default_from', `must be one address like "Shop <shop@example.com>"${parsed && !parsed.ok ? `: ${parsed.reason}` : ''}`);
+    }
+    out.default_from = from === '' ? null : from;
+  }
+  const days = settings.retention_days;
+  if (days !== undefined && days !== null && (!Number.isSafeInteger(days) || days < 0 || days > MAX_RETENTION_DAYS)) {
+    throw invalidArgument('settings.retention_days', `must be between 0 and ${MAX_RETENTION_DAYS}, got ${days}`);
+  }
+  return out;
 }
 
 export async function updateProject(services: Services, account: Account, uid: string, changes: ProjectChanges): Promise<ProjectView> {
+  if (changes.name !== undefined) checkName('name', changes.name, MAX_PROJECT_NAME);
+  const settings = changes.settings === undefined ? undefined : checkSettingChanges(changes.settings);
   const now = services.clock.now();
   return services.store.write(async (trx) => {
     const project = await requireProject(trx, account, uid);
     const patch: { name?: string; settings?: string; updated_at: number } = { updated_at: now };
     if (changes.name !== undefined) patch.name = changes.name;
-    if (changes.settings !== undefined) patch.settings = JSON.stringify({ ...readProjectSettings(project), ...changes.settings });
+    if (settings !== undefined) {
+      const merged: Record<string, unknown> = { ...readProjectSettings(project), ...settings };
+      if (merged.retention_days === null) delete merged.retention_days;
+      patch.settings = JSON.stringify(merged);
+    }
     const updated = (await updateProjectRow(trx, project.id, patch))!;
     return { project: updated, keyPrefix: await activeKeyPrefix(trx, { accountId: account.id, projectId: project.id }) };
   });

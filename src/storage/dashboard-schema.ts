@@ -38,3 +38,11 @@ export interface SignInFailuresTable {
   /** when the key's window began (its first failure in it) */
   since: number;
 }
+
+/** A one-time form token that was used (migration 200, operations/form-tokens.ts). */
+export interface DashboardFormUsesTable {
+  /** the token's random part (the token is signed; this alone submits nothing) */
+  nonce: string;
+  /** when the token stops being accepted: the row is not needed after that */
+  expires_at: number;
+}

@@ -1,5 +1,5 @@
-// The dashboard's users and sessions (migration 100) and the sign-in throttle's counts (migration
-// 170). Plain lookups and writes; the rules (hashing, expiry, scoping, limits) are
+// The dashboard's users and their sign-ins (migration 100), the sign-in throttle's counts (migration
+// 170) and the one-time form tokens used (migration 200). Plain lookups and writes; the rules (hashing, expiry, scoping, limits) are
 // operations/users.ts's.
 import type { DashboardSession, DashboardUser } from './dashboard-schema.ts';
 import type { Tx } from './store.ts';
@@ -95,4 +95,24 @@ export async function recordSignInFailures(db: Tx, keys: readonly string[], now:
 
 export async function clearSignInFailures(db: Tx, key: string): Promise<void> {
   await db.deleteFrom('sign_in_failures').where('key', '=', key).execute();
+}
+
+/**
+ * Records the use of a one-time form token: true when this is its first use, false when its nonce
+ * was recorded before (the unique key decides, so two submissions at once cannot both be first).
+ * Rows of tokens no longer accepted are removed first.
+ */
+export async function recordFormUse(db: Tx, row: { nonce: string; expiresAt: number }, now: number): Promise<boolean> {
+  await db.deleteFrom('dashboard_form_uses').where('expires_at', '<=', now).execute();
+  const result = await db
+    .insertInto('dashboard_form_uses')
+    .values({ nonce: row.nonce, expires_at: row.expiresAt })
+    .onConflict((oc) => oc.column('nonce').doNothing())
+    .executeTakeFirst();
+  return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
+}
+
+/** Forgets a use: the submission changed nothing, so it may be sent again. */
+export async function deleteFormUse(db: Tx, nonce: string): Promise<void> {
+  await db.deleteFrom('dashboard_form_uses').where('nonce', '=', nonce).execute();
 }

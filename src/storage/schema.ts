@@ -238,6 +238,7 @@ export interface Database {
   dashboard_users: import('./dashboard-schema.ts').DashboardUsersTable;
   dashboard_sessions: import('./dashboard-schema.ts').DashboardSessionsTable;
   sign_in_failures: import('./dashboard-schema.ts').SignInFailuresTable;
+  dashboard_form_uses: import('./dashboard-schema.ts').DashboardFormUsesTable;
   worker_processes: WorkerProcessesTable;
 }
 

@@ -3,7 +3,9 @@
 // it and see the attempt the SMTP server answered, edit a template and watch the preview change,
 // add a suppression, rotate a key. Markup and script in the subject, body, filename and recipient
 // name never run (no dialog, no console line from them); a post without the CSRF token is refused;
-// another account's message URL is not found.
+// another account's message URL is not found. A reload of a page a form post answered (a new key,
+// webhook secret or password) runs the form once (docs/dashboard.md, "Forms"); a webhook endpoint
+// is removed after a confirmation; a project's settings are saved, and its sandbox mode shown.
 //
 // POSTHORN_DASHBOARD_SCREENSHOTS=docs/images also saves the screenshots docs/dashboard.md shows.
 import assert from 'node:assert/strict';
@@ -45,7 +47,7 @@ describe('dashboard in a browser', { skip: missing ? `${CHROMIUM} is not install
 
   before(async () => {
     peer = await startSmtpPeer({ starttls: false });
-    t = await startTestApp({ config: { workers: 2, transportMap: [peer.transportFor('*')] } });
+    t = await startTestApp({ config: { workers: 2, transportMap: [peer.transportFor('*')], allowPrivateWebhooks: true } });
     seed = await t.seed('Acme');
     other = await t.seed('Other');
     email = 'ops@acme.example';
@@ -229,6 +231,103 @@ describe('dashboard in a browser', { skip: missing ? `${CHROMIUM} is not install
     const response = await page.goto(`${t.url}/messages/${theirs.body.data.message.id}`);
     assert.equal(response?.status(), 404);
     assert.equal(await page.getByText('Private matter').count(), 0);
+    assertNothingRan();
+  });
+
+  const alreadySubmitted = () => page.getByRole('alert').filter({ hasText: 'This form was already submitted' }).waitFor();
+
+  it('a reload of the page showing a new key rotates nothing: the key shown keeps working', async () => {
+    await page.goto(`${t.url}/keys`);
+    await page.getByRole('button', { name: 'Rotate the key' }).click();
+    const key = await page.getByLabel('New API key').inputValue();
+    await page.reload();
+    await page.waitForURL(`${t.url}/projects/${seed.projectUid}/keys`);
+    await alreadySubmitted();
+    assert.equal(await page.getByLabel('New API key').count(), 0, 'no key is shown again');
+    assert.equal((await t.call('get_project_info', { api_key: key })).status, 200, 'the key shown still works');
+    seed.projectKey = key;
+  });
+
+  it('a reload after adding a webhook or a user adds nothing more', async () => {
+    const url = 'http://127.0.0.1:9/hooks/reloaded';
+    await page.goto(`${t.url}/webhooks`);
+    await page.getByLabel('Endpoint URL').fill(url);
+    await page.getByRole('button', { name: 'Add webhook' }).click();
+    const secret = await page.getByLabel('Secret').inputValue();
+    await page.reload();
+    await page.waitForURL(`${t.url}/webhooks`);
+    await alreadySubmitted();
+    const hooks = (await t.call('list_webhooks', { api_key: seed.accountKey })).body.data.webhooks.filter((h: { url: string }) => h.url === url);
+    assert.equal(hooks.length, 1, 'one endpoint: every event would otherwise be posted twice');
+    const row = await t.app.services.store.db.selectFrom('webhooks').select('secret').where('uid', '=', hooks[0].uid).executeTakeFirstOrThrow();
+    assert.equal(t.app.services.secrets.open(row.secret), secret);
+
+    await page.goto(`${t.url}/users`);
+    await page.getByLabel('Add a user: email').fill('reloaded@acme.example');
+    await page.getByRole('button', { name: 'Add user' }).click();
+    const password = await page.getByLabel('Password').inputValue();
+    await page.reload();
+    await page.waitForURL(`${t.url}/users`);
+    await alreadySubmitted();
+    const users = await t.app.services.store.db.selectFrom('dashboard_users').select('email').where('email', '=', 'reloaded@acme.example').execute();
+    assert.equal(users.length, 1);
+    const { signIn } = await import('../../src/operations/users.ts');
+    await signIn(t.app.services, { email: 'reloaded@acme.example', password, clientAddress: '127.0.0.1' });
+  });
+
+  it('a reload after a form that redirects sends nothing again', async () => {
+    await page.goto(`${t.url}/suppressions`);
+    await page.getByLabel('Add addresses (one a line)').fill('reload@customer.example');
+    await page.getByRole('button', { name: 'Add to the suppression list' }).click();
+    await page.getByRole('status').filter({ hasText: 'Added: reload@customer.example' }).waitFor();
+    // Taken off the list since: a submission sent again would put it back.
+    await t.call('remove_from_suppression_list', { api_key: seed.projectKey, arguments: { addresses: ['reload@customer.example'] } });
+    const methods: string[] = [];
+    const seen = (r: { method(): string; url(): string }) => methods.push(`${r.method()} ${new URL(r.url()).pathname}`);
+    page.on('request', seen);
+    await page.reload();
+    await page.waitForLoadState('load');
+    page.off('request', seen);
+    assert.ok(!methods.some((m) => m.startsWith('POST')), methods.join(', '));
+    assert.ok(!('reload@customer.example' in ((await t.call('get_suppression_list', { api_key: seed.projectKey })).body.data ?? {})));
+  });
+
+  it('removes a webhook endpoint after a confirmation', async () => {
+    const url = 'http://127.0.0.1:9/hooks/to-remove';
+    await t.call('create_webhook', { api_key: seed.accountKey, arguments: { url } });
+    await page.goto(`${t.url}/webhooks`);
+    await page.getByRole('link', { name: `Remove ${url}` }).click();
+    await page.getByRole('heading', { name: 'Remove a webhook' }).waitFor();
+    const listed = async () => (await t.call('list_webhooks', { api_key: seed.accountKey })).body.data.webhooks.some((h: { url: string }) => h.url === url);
+    assert.equal(await listed(), true, 'the confirmation page removes nothing');
+    await page.getByRole('button', { name: 'Remove the endpoint' }).click();
+    await page.waitForURL(`${t.url}/webhooks`);
+    await page.getByRole('status').filter({ hasText: `Removed: ${url}` }).waitFor();
+    assert.equal(await listed(), false);
+    assert.equal(await page.getByRole('cell', { name: url, exact: true }).count(), 0);
+  });
+
+  it('turns sandbox mode on in the project settings, the refusal beside its field first; the overview then says so', async () => {
+    await page.goto(`${t.url}/`);
+    assert.equal(await page.locator('.badge.sandbox').count(), 0);
+    await page.getByRole('link', { name: 'Settings' }).first().click();
+    await page.getByLabel('Sandbox').check();
+    await page.getByLabel('Default From').fill('not an address');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.locator('#err-default_from', { hasText: 'must be one address' }).waitFor();
+    assert.equal(await page.getByLabel('Sandbox').isChecked(), true, 'what was ticked is kept');
+    assert.equal((await t.call('get_project', { api_key: seed.accountKey, arguments: { uid: seed.projectUid } })).body.data.project.settings.sandbox, false);
+    await page.getByLabel('Default From').fill('Acme <hello@acme.example>');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByRole('status').filter({ hasText: 'The project is in sandbox mode' }).waitFor();
+    const settings = (await t.call('get_project', { api_key: seed.accountKey, arguments: { uid: seed.projectUid } })).body.data.project.settings;
+    assert.equal(settings.sandbox, true);
+    assert.equal(settings.default_from, 'Acme <hello@acme.example>');
+    await page.goto(`${t.url}/`);
+    assert.ok(await page.locator('.badge.sandbox').first().isVisible());
+    assert.match(await page.locator('.notice.sandbox').first().innerText(), /Sandbox mode/);
+    await page.goto(`${t.url}/messages`);
+    assert.ok(await page.locator('.notice.sandbox').isVisible());
     assertNothingRan();
   });
 });

@@ -113,7 +113,7 @@ describe('dashboard with hostile and long text, in a browser', { skip: missing ?
     };
     const account = (method: string, args: Record<string, unknown>) => t.call(method, { api_key: seed.accountKey, arguments: args }).then(ok);
     const project = (method: string, args: Record<string, unknown>) => t.call(method, { api_key: seed.projectKey, arguments: args }).then(ok);
-    await account('create_webhook', { url: `http://127.0.0.1:9/${LONG('p', 300)}` });
+    const hookUid = ((await account('create_webhook', { url: `http://127.0.0.1:9/${LONG('p', 300)}` })).data.webhook as unknown as { uid: string }).uid;
     await account('create_domain', { name: LONG_DOMAIN });
     await account('create_mailbox', { label: `Support ${RLO}xoni ${LONG('L', 150)}`, host: '127.0.0.1', port: 9, tls: false, username: LONG_EMAIL, password: 'x', postback_url: `http://127.0.0.1:9/${LONG('q', 300)}` });
     await project('create_template', { slug: 'receipt', name: `Receipt ${RLO}tpiecer ${LONG('T', 150)}`, subject: LONG_SUBJECT });
@@ -156,6 +156,8 @@ describe('dashboard with hostile and long text, in a browser', { skip: missing ?
       '/templates',
       '/templates/receipt',
       '/webhooks',
+      `/webhooks/${encodeURIComponent(hookUid)}/remove`,
+      `/projects/${seed.projectUid}/settings`,
       '/mailboxes',
       '/users',
     );

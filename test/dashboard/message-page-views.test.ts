@@ -111,9 +111,9 @@ describe('one message: schedule, cancel, recipient override, pages of recipients
     assert.equal(plain.body.data.message.send_at, null);
   });
 
-  it('cancels a scheduled message from its page: a POST with the CSRF token, through cancel_message\'s operation', async () => {
+  it('cancels a scheduled message from its page: a POST with the CSRF and form tokens, through cancel_message\'s operation', async () => {
     const page = await client.get(`/messages/${scheduled.id}`);
-    assert.match(page.text, new RegExp(`<form method="post" action="/messages/${scheduled.id}/cancel" class="cancel"><input type="hidden" name="_csrf" value="[^"]+"><button type="submit" class="danger">Cancel the copy not sent yet</button></form>`));
+    assert.match(page.text, new RegExp(`<form method="post" action="/messages/${scheduled.id}/cancel" class="cancel"><input type="hidden" name="_csrf" value="[^"]+"><input type="hidden" name="_form" value="[^"]+"><button type="submit" class="danger">Cancel the copy not sent yet</button></form>`));
     // Without the token nothing happens.
     const forged = await client.post(`/messages/${scheduled.id}/cancel`, {}, { csrf: false });
     assert.equal(forged.status, 403);

@@ -1,6 +1,8 @@
 // A minimal browser-like HTTP client for dashboard tests: keeps cookies, never follows redirects,
-// reads the CSRF token off the last page. Used where a real browser adds nothing (status codes,
-// headers, escaping in the HTML source).
+// reads the CSRF token off the last page and keeps the one-time form tokens of the pages it was
+// shown (each post takes one, as a form a page rendered would carry its own; docs/dashboard.md,
+// "Forms"). Used where a real browser adds nothing (status codes, headers, escaping in the HTML
+// source).
 import { createUser } from '../../src/operations/users.ts';
 import type { TestApp } from '../helpers/app.ts';
 
@@ -13,6 +15,10 @@ export interface PageReply {
 export class SessionClient {
   readonly cookies = new Map<string, string>();
   csrf = '';
+  /** one-time form tokens of the pages seen and not yet sent, newest last */
+  readonly formTokens: string[] = [];
+  /** the last post as sent, for resubmit() */
+  private lastPost: { path: string; body: URLSearchParams } | null = null;
   constructor(readonly base: string) {}
 
   private cookieHeader(): string {
@@ -34,16 +40,36 @@ export class SessionClient {
     const res = await fetch(this.base + path, { redirect: 'manual', headers: { cookie: this.cookieHeader() } });
     this.keep(res);
     const text = await res.text();
-    const m = /name="_csrf" value="([^"]+)"/.exec(text);
-    if (m) this.csrf = m[1];
+    this.read(text);
     return { status: res.status, headers: res.headers, text };
   }
 
-  /** A form post; the session's CSRF token is added unless `csrf: false`. */
-  async post(path: string, form: Record<string, string | string[]>, opts: { csrf?: boolean } = {}): Promise<PageReply> {
+  private read(text: string): void {
+    const m = /name="_csrf" value="([^"]+)"/.exec(text);
+    if (m) this.csrf = m[1];
+    for (const f of text.matchAll(/name="_form" value="([^"]+)"/g)) this.formTokens.push(f[1]);
+  }
+
+  /**
+   * A form post; the sign-in's CSRF token is added unless `csrf: false`, and a one-time form token
+   * of a page seen unless the form names one or `formToken: false`.
+   */
+  async post(path: string, form: Record<string, string | string[]>, opts: { csrf?: boolean; formToken?: boolean } = {}): Promise<PageReply> {
     const body = new URLSearchParams();
     for (const [k, v] of Object.entries(form)) for (const one of Array.isArray(v) ? v : [v]) body.append(k, one);
     if (opts.csrf !== false && !('_csrf' in form)) body.set('_csrf', this.csrf);
+    if (opts.formToken !== false && !('_form' in form) && this.formTokens.length > 0) body.set('_form', this.formTokens.pop()!);
+    return this.send(path, body);
+  }
+
+  /** The last post sent again exactly as it was, as a browser does on a reload of the page it answered. */
+  async resubmit(): Promise<PageReply> {
+    if (!this.lastPost) throw new Error('nothing was posted yet');
+    return this.send(this.lastPost.path, this.lastPost.body);
+  }
+
+  private async send(path: string, body: URLSearchParams): Promise<PageReply> {
+    this.lastPost = { path, body };
     const res = await fetch(this.base + path, {
       method: 'POST',
       redirect: 'manual',
@@ -51,7 +77,9 @@ export class SessionClient {
       body,
     });
     this.keep(res);
-    return { status: res.status, headers: res.headers, text: await res.text() };
+    const text = await res.text();
+    this.read(text);
+    return { status: res.status, headers: res.headers, text };
   }
 
   async signIn(email: string, password: string): Promise<PageReply> {

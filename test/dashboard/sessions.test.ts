@@ -1,5 +1,6 @@
 // Sessions end: SESSION_TTL_MS after sign-in (by the injected clock, no sleeping), and the
-// throttle's window passes. Both databases, through the real server.
+// throttle's window passes; a used form token is forgotten once it could no longer be sent. Both
+// databases, through the real server.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ManualClock } from '../../src/domain/clock.ts';
@@ -31,6 +32,23 @@ describe('dashboard sessions over time', () => {
     assert.equal((await new SessionClient(t.url).signIn('ttl@example.test', password)).status, 303);
     const rows = await t.app.services.store.db.selectFrom('dashboard_sessions').select('expires_at').execute();
     assert.equal(rows.length, 1, 'the expired session was removed');
+  });
+
+  it('keeps a used form token only as long as it could be sent: older rows go at the next submission', async () => {
+    const { password } = await createUser(t.app.services, { accountUid: seed.accountUid, email: 'forms@example.test' });
+    const client = new SessionClient(t.url);
+    assert.equal((await client.signIn('forms@example.test', password)).status, 303);
+    const page = `/suppressions?project=${seed.projectUid}`;
+    await client.get(page);
+    assert.equal((await client.post('/suppressions/add', { project: seed.projectUid, addresses: 'first@example.test' })).status, 303);
+    const uses = () => t.app.services.store.db.selectFrom('dashboard_form_uses').select('expires_at').execute();
+    const [first] = await uses();
+    assert.equal(Number(first.expires_at), clock.now() + SESSION_TTL_MS);
+    clock.advance(SESSION_TTL_MS);
+    assert.equal((await client.signIn('forms@example.test', password)).status, 303);
+    await client.get(page);
+    assert.equal((await client.post('/suppressions/add', { project: seed.projectUid, addresses: 'second@example.test' })).status, 303);
+    assert.deepEqual((await uses()).map((u) => Number(u.expires_at)), [clock.now() + SESSION_TTL_MS], 'the first use is gone');
   });
 
   it('a throttled email may sign in again once the window has passed', async () => {

@@ -4,11 +4,11 @@ import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
 import { checkDomain, createDomain, listDomains, removeDomain, type DomainView } from '../../operations/domains.ts';
 import { formatTime, html } from '../html.ts';
-import { csrfField, page, postNotice } from '../layout.ts';
-import { formOf, redirectWithNotice, sendPage, takeNotice, viewerOf, type DashboardRoutes } from '../requests.ts';
+import { csrfField, page } from '../layout.ts';
+import { formOf, redirectWithNotice, sendPage, viewerOf, type DashboardRoutes, type PageViewer } from '../requests.ts';
 import { requireAccountUser } from './common.ts';
 
-function domainCard(csrf: ReturnType<typeof csrfField>, v: DomainView) {
+function domainCard(viewer: PageViewer, v: DomainView) {
   const name = v.domain.name;
   return html`<section class="card" aria-labelledby="d-${v.domain.id}">
 <h2 id="d-${v.domain.id}">${name} ${v.lastCheck ? html`<span class="badge ${v.lastCheck.status === 'ok' ? 'completed' : 'retry'}">${v.lastCheck.status}</span>` : html`<span class="badge">not checked</span>`}</h2>
@@ -20,8 +20,8 @@ ${Object.entries(v.records).map(([purpose, r]) => {
 <td>${check ? html`<span class="badge ${check.status === 'ok' ? 'completed' : 'failed'}">${check.status}</span>${check.found.length ? html`<br><small>found: ${check.found.join(' | ')}</small>` : ''}` : ''}</td></tr>`;
   })}</tbody></table>
 <p>${v.domain.checked_at ? html`Checked ${formatTime(Number(v.domain.checked_at))}.` : ''}</p>
-<div class="actions"><form method="post" action="/domains/${encodeURIComponent(name)}/check">${csrf}<button type="submit">Check DNS now</button></form>
-<form method="post" action="/domains/${encodeURIComponent(name)}/delete">${csrf}<button type="submit" class="danger">Remove</button></form></div>
+<div class="actions"><form method="post" action="/domains/${encodeURIComponent(name)}/check">${csrfField(viewer)}<button type="submit">Check DNS now</button></form>
+<form method="post" action="/domains/${encodeURIComponent(name)}/delete">${csrfField(viewer)}<button type="submit" class="danger">Remove</button></form></div>
 </section>`;
 }
 
@@ -30,12 +30,9 @@ export function installDomainPages(app: FastifyInstance, routes: DashboardRoutes
   app.get('/domains', async (request, reply) => {
     const viewer = viewerOf(request);
     requireAccountUser(viewer);
-    const shown = takeNotice(request, reply);
     const domains = await listDomains(services, viewer.account);
-    const csrf = csrfField(viewer);
-    const body = html`${postNotice(shown)}
-<form method="post" action="/domains" class="card">${csrf}<label for="d-name">Add a sending domain</label><input id="d-name" name="name" required placeholder="example.com"><button type="submit">Add</button></form>
-${domains.length === 0 ? html`<p>No domain yet.</p>` : domains.map((d) => domainCard(csrf, d))}`;
+    const body = html`<form method="post" action="/domains" class="card">${csrfField(viewer)}<label for="d-name">Add a sending domain</label><input id="d-name" name="name" required placeholder="example.com"><button type="submit">Add</button></form>
+${domains.length === 0 ? html`<p>No domain yet.</p>` : domains.map((d) => domainCard(viewer, d))}`;
     return sendPage(reply, page('Domains', { viewer, section: 'domains' }, body));
   });
 

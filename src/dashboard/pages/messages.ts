@@ -3,7 +3,7 @@
 // deliveries a page at a time (keyset) and a recipient filter, its HTML part in a sandboxed frame
 // with its own policy (no scripts; remote images only when asked), its MIME source as a download,
 // and a form that cancels the copies still waiting (cancel_message's operation). Everything of a
-// message is attacker-controlled and escaped.
+// message is attacker-controlled and escaped. A sandbox project's messages say so (docs/sandbox.md).
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
 import { parseMailbox, splitAddressList } from '../../domain/recipients.ts';
@@ -23,11 +23,11 @@ import {
   type RecipientTimeline,
 } from '../../operations/message-views.ts';
 import type { Project } from '../../operations/context.ts';
-import type { Viewer } from '../../operations/users.ts';
+
 import { formatTime, html, queryString, showBidiControls, type SafeHtml } from '../html.ts';
-import { csrfField, page, postNotice } from '../layout.ts';
-import { queryOf, redirectWithNotice, sendPage, takeNotice, viewerOf, type DashboardRoutes, type Notice } from '../requests.ts';
-import { pickProject } from './common.ts';
+import { csrfField, page, projectLabel } from '../layout.ts';
+import { queryOf, redirectWithNotice, sendPage, viewerOf, type DashboardRoutes, type Notice, type PageViewer } from '../requests.ts';
+import { pickProject, sandboxBadge, sandboxNote } from './common.ts';
 
 /** The frame of a message's HTML part: nothing may run, nothing may be fetched but inline images. */
 function framePolicy(images: boolean): string {
@@ -82,7 +82,7 @@ function searchForm(project: Project, projects: readonly Project[], q: Record<st
   const field = (name: string, label: string, type = 'text') =>
     html`<div class="field"><label for="f-${name}">${label}</label><input id="f-${name}" name="${name}" type="${type}" value="${q[name] ?? ''}"></div>`;
   return html`<form method="get" action="/messages" class="filters" role="search">
-${projects.length > 1 ? html`<div class="field"><label for="f-project">Project</label><select id="f-project" name="project">${projects.map((p) => html`<option value="${p.uid}"${p.id === project.id ? html` selected` : ''}>${p.name}</option>`)}</select></div>` : html`<input type="hidden" name="project" value="${project.uid}">`}
+${projects.length > 1 ? html`<div class="field"><label for="f-project">Project</label><select id="f-project" name="project">${projects.map((p) => html`<option value="${p.uid}"${p.id === project.id ? html` selected` : ''}>${projectLabel(p)}</option>`)}</select></div>` : html`<input type="hidden" name="project" value="${project.uid}">`}
 ${field('recipient', 'Recipient')}${field('uid', 'UID')}${field('subject', 'Subject')}${field('template', 'Template')}
 <div class="field"><label for="f-status">Status</label><select id="f-status" name="status"><option value="">any</option>${TRANSMISSION_STATUSES.map(
     (s) => html`<option value="${s}"${q.status === s ? html` selected` : ''}>${s}</option>`,
@@ -166,13 +166,13 @@ function waitingCopies(view: MessageView): number {
   return (view.statuses.queued ?? 0) + (view.statuses.retry ?? 0);
 }
 
-function messagePage(viewer: Viewer, view: MessageView, content: MessageContent, q: Record<string, string>, shown: Notice | null): SafeHtml {
+function messagePage(viewer: PageViewer, view: MessageView, content: MessageContent, q: Record<string, string>): SafeHtml {
   const m = view.message;
   const id = Number(m.id);
   const images = q.images === '1';
   const waiting = waitingCopies(view);
-  return html`${postNotice(shown)}<dl class="summary">
-<dt>Project</dt><dd><a href="/projects/${encodeURIComponent(view.project.uid)}">${view.project.name}</a></dd>
+  return html`${sandboxNote(viewer, view.project)}<dl class="summary">
+<dt>Project</dt><dd><a href="/projects/${encodeURIComponent(view.project.uid)}">${view.project.name}</a>${sandboxBadge(view.project)}</dd>
 <dt>UID</dt><dd><code>${m.uid}</code> <button type="button" class="copy" data-copy="${m.uid}">Copy</button></dd>
 <dt>Message-ID</dt><dd><code>${content.messageId}</code></dd>
 <dt>Accepted</dt><dd>${formatTime(Number(m.created_at))}</dd>
@@ -221,6 +221,7 @@ export function installMessagePages(app: FastifyInstance, routes: DashboardRoute
     for (const f of FILTER_FIELDS) if (q[f]) params[f] = q[f];
     const live = !q.cursor ? html` data-live="/messages/rows${queryString(params)}"` : '';
     const body = html`${searchForm(project, projects, q)}
+${sandboxNote(viewer, project)}
 <table class="messages"><caption class="visually-hidden">Messages, newest first</caption>
 <thead><tr><th scope="col">Accepted</th><th scope="col">Subject and UID</th><th scope="col">Recipient</th><th scope="col">Template</th><th scope="col">Status</th></tr></thead>
 <tbody${live}>${messageRows(result.items)}</tbody></table>
@@ -247,8 +248,7 @@ export function installMessagePages(app: FastifyInstance, routes: DashboardRoute
       getMessageView(services, message, project, { recipient: q.recipient, cursor: q.cursor, webhooksCursor: q.hooks }),
       getMessageContent(services, message),
     ]);
-    const shown = takeNotice(request, reply);
-    return sendPage(reply, page(`Message ${message.uid}`, { viewer, section: 'messages' }, messagePage(viewer, view, content, q, shown)));
+    return sendPage(reply, page(`Message ${message.uid}`, { viewer, section: 'messages' }, messagePage(viewer, view, content, q)));
   });
 
   // The same operation as the API's cancel_message: every waiting copy of the message.

@@ -4,8 +4,8 @@ import { ApiError } from '../../domain/errors.ts';
 import { searchSuppressions } from '../../operations/suppression-views.ts';
 import { addToSuppressionList, removeFromSuppressionList } from '../../operations/suppressions.ts';
 import { formatTime, html, queryString } from '../html.ts';
-import { csrfField, page, postNotice, projectPicker } from '../layout.ts';
-import { formOf, queryOf, redirectWithNotice, sendPage, takeNotice, viewerOf, type DashboardRoutes } from '../requests.ts';
+import { csrfField, page, projectPicker } from '../layout.ts';
+import { formOf, queryOf, redirectWithNotice, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { pickProject } from './common.ts';
 
 export function installSuppressionPages(app: FastifyInstance, routes: DashboardRoutes): void {
@@ -13,11 +13,9 @@ export function installSuppressionPages(app: FastifyInstance, routes: DashboardR
   app.get('/suppressions', async (request, reply) => {
     const viewer = viewerOf(request);
     const q = queryOf(request);
-    const shown = takeNotice(request, reply);
     const { projects, project } = await pickProject(services, viewer, q.project);
     const { rows, next } = await searchSuppressions(services, project, { contains: q.q, after: q.after });
     const body = html`${projectPicker(projects, project, '/suppressions')}
-${postNotice(shown)}
 <form method="post" action="/suppressions/add" class="card">
 ${csrfField(viewer)}<input type="hidden" name="project" value="${project.uid}">
 <label for="s-add">Add addresses (one a line)</label><textarea id="s-add" name="addresses" rows="3" required></textarea>

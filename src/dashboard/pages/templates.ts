@@ -10,8 +10,8 @@ import { createTemplate, deleteTemplate, getTemplate, listTemplates, updateTempl
 import type { Viewer } from '../../operations/users.ts';
 import type { Project, Template } from '../../operations/context.ts';
 import { html, type SafeHtml } from '../html.ts';
-import { csrfField, notice, page, postNotice, projectPicker } from '../layout.ts';
-import { formOf, queryOf, redirectWithNotice, sendPage, takeNotice, viewerOf, type DashboardRoutes } from '../requests.ts';
+import { csrfField, notice, page, projectPicker } from '../layout.ts';
+import { formOf, queryOf, redirectWithNotice, sendPage, viewerOf, type DashboardRoutes, type PageViewer } from '../requests.ts';
 import { framePolicy } from './messages.ts';
 import { pickProject } from './common.ts';
 
@@ -47,7 +47,7 @@ function fieldOfError(message: string): string | null {
   return m[1].toLowerCase() === 'layout' ? 'parent' : m[1].toLowerCase();
 }
 
-function editor(viewer: Viewer, project: Project, slug: string | null, values: Record<string, string>, errors: Record<string, string>): SafeHtml {
+function editor(viewer: PageViewer, project: Project, slug: string | null, values: Record<string, string>, errors: Record<string, string>): SafeHtml {
   const err = (f: string) => html`<p class="field-error" id="err-${f}" role="status">${errors[f] ?? ''}</p>`;
   const describedBy = (f: string) => html` aria-describedby="err-${f}"`;
   const input = (f: string, label: string) =>
@@ -92,12 +92,10 @@ export function installTemplatePages(app: FastifyInstance, routes: DashboardRout
   app.get('/templates', async (request, reply) => {
     const viewer = viewerOf(request);
     const q = queryOf(request);
-    const shown = takeNotice(request, reply);
     const { projects, project } = await pickProject(services, viewer, q.project);
     const { templates } = await listTemplates(services, { caller: callerFor(viewer, project), projectUid: undefined });
     const p = encodeURIComponent(project.uid);
     const body = html`${projectPicker(projects, project, '/templates')}
-${postNotice(shown)}
 <p><a class="button" href="/templates/~new?project=${p}">New template</a></p>
 <table><thead><tr><th scope="col">Slug</th><th scope="col">Name</th><th scope="col">Subject</th><th scope="col">Layout</th><th scope="col">Updated</th></tr></thead>
 <tbody>${templates.map(
@@ -118,7 +116,7 @@ ${postNotice(shown)}
     const slug = (request.params as { slug: string }).slug;
     const { template } = await getTemplate(services, { caller: callerFor(viewer, project), projectUid: undefined }, slug);
     const body = html`${editor(viewer, project, slug, templateValues(template), {})}
-<form method="post" action="/templates/${encodeURIComponent(slug)}/delete" class="danger">${csrfField(viewer)}<input type="hidden" name="project" value="${project.uid}"><button type="submit" class="danger">Delete template ${slug}</button></form>`;
+<form method="post" action="/templates/${encodeURIComponent(slug)}/delete" class="danger">${csrfField(viewer, `/templates?project=${encodeURIComponent(project.uid)}`)}<input type="hidden" name="project" value="${project.uid}"><button type="submit" class="danger">Delete template ${slug}</button></form>`;
     return sendPage(reply, page(`Template ${slug}`, { viewer, section: 'templates', scripts: ['preview.js'] }, body));
   });
 
@@ -159,15 +157,17 @@ ${postNotice(shown)}
     return sample.error === null ? result : { ...result, errors: { ...result.errors, variables: sample.error } };
   };
 
+  // The preview changes nothing: its posts use up no one-time form token (the editor's form keeps
+  // its token for Save; docs/dashboard.md, "Forms").
   // Into the sandboxed frame: the HTML part as it would be sent, under the message frame's policy.
-  app.post('/templates/~preview', async (request, reply) => {
+  app.post('/templates/~preview', { config: { dashboardReadOnly: true } }, async (request, reply) => {
     const result = await preview(request);
     const body = result.html ?? (Object.keys(result.errors).length > 0 ? '<p>Fix the errors beside the fields to see the preview.</p>' : '<p>(no HTML part)</p>');
     return reply.header('content-security-policy', framePolicy(false)).header('x-frame-options', 'SAMEORIGIN').header('content-type', 'text/html; charset=utf-8').header('cache-control', 'no-store').send(body);
   });
 
   // Subject, From, text and the field errors, for the editor to show beside the fields.
-  app.post('/templates/~preview.json', async (request, reply) => {
+  app.post('/templates/~preview.json', { config: { dashboardReadOnly: true } }, async (request, reply) => {
     const result = await preview(request);
     return reply.header('content-type', 'application/json; charset=utf-8').header('cache-control', 'no-store').send(
       JSON.stringify({ subject: result.subject, from: result.from, text: result.text, errors: result.errors }),

@@ -4,8 +4,8 @@ import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
 import { createUser, listAccountUsers, listViewerProjects } from '../../operations/users.ts';
 import { formatTime, html } from '../html.ts';
-import { csrfField, notice, page, postNotice } from '../layout.ts';
-import { formOf, redirectWithNotice, sendPage, takeNotice, viewerOf, type DashboardRoutes } from '../requests.ts';
+import { csrfField, page } from '../layout.ts';
+import { formOf, redirectWithNotice, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { requireAccountUser } from './common.ts';
 
 export function installUserPages(app: FastifyInstance, routes: DashboardRoutes): void {
@@ -13,10 +13,8 @@ export function installUserPages(app: FastifyInstance, routes: DashboardRoutes):
   app.get('/users', async (request, reply) => {
     const viewer = viewerOf(request);
     requireAccountUser(viewer);
-    const shown = takeNotice(request, reply);
     const [users, projects] = await Promise.all([listAccountUsers(services, viewer), listViewerProjects(services, viewer)]);
-    const body = html`${postNotice(shown)}
-<form method="post" action="/users" class="card">${csrfField(viewer)}
+    const body = html`<form method="post" action="/users" class="card">${csrfField(viewer)}
 <label for="u-email">Add a user: email</label><input id="u-email" name="email" type="email" required>
 <label for="u-project">Sees</label><select id="u-project" name="project"><option value="">every project of the account</option>${projects.map((p) => html`<option value="${p.uid}">only ${p.name}</option>`)}</select>
 <button type="submit">Add user</button></form>

@@ -1,12 +1,24 @@
-// Webhook endpoints with their recent deliveries, retry of failed ones, and secret rotation (the
-// new secret shown once). Account users only.
+// Webhook endpoints with their recent deliveries, retry of failed ones, secret rotation (the new
+// secret shown once), disabling and enabling an endpoint, and its removal after a confirmation
+// (update_webhook's and delete_webhook's operations). Account users only.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
-import { createWebhook, listDeliveries, listWebhooks, retryDeliveries, rotateWebhookSecret, WEBHOOK_EVENTS, type WebhookEvent } from '../../operations/webhooks.ts';
+import {
+  createWebhook,
+  deleteWebhook,
+  listDeliveries,
+  listWebhooks,
+  retryDeliveries,
+  rotateWebhookSecret,
+  updateWebhook,
+  WEBHOOK_EVENTS,
+  type WebhookEvent,
+  type WebhookView,
+} from '../../operations/webhooks.ts';
 import { listViewerProjects } from '../../operations/users.ts';
 import { formatTime, html } from '../html.ts';
-import { csrfField, page, postNotice } from '../layout.ts';
-import { formOf, redirectWithNotice, sendPage, takeNotice, viewerOf, type DashboardRoutes } from '../requests.ts';
+import { csrfField, page } from '../layout.ts';
+import { formOf, redirectWithNotice, sendPage, viewerOf, type DashboardRoutes, type PageViewer } from '../requests.ts';
 import { requireAccountUser } from './common.ts';
 
 const RECENT_DELIVERIES = 50;
@@ -16,15 +28,12 @@ export function installWebhookPages(app: FastifyInstance, routes: DashboardRoute
   app.get('/webhooks', async (request, reply) => {
     const viewer = viewerOf(request);
     requireAccountUser(viewer);
-    const shown = takeNotice(request, reply);
     const [hooks, deliveries, projects] = await Promise.all([
       listWebhooks(services, viewer.account),
       listDeliveries(services, viewer.account, { kind: 'webhook', limit: RECENT_DELIVERIES }),
       listViewerProjects(services, viewer),
     ]);
-    const csrf = csrfField(viewer);
-    const body = html`${postNotice(shown)}
-<form method="post" action="/webhooks" class="card">${csrf}
+    const body = html`<form method="post" action="/webhooks" class="card">${csrfField(viewer)}
 <label for="w-url">Endpoint URL</label><input id="w-url" name="url" type="url" required placeholder="https://example.com/hooks/posthorn">
 <label for="w-project">Project</label><select id="w-project" name="project"><option value="">every project</option>${projects.map((p) => html`<option value="${p.uid}">${p.name}</option>`)}</select>
 <fieldset><legend>Events</legend>${WEBHOOK_EVENTS.map((e) => html`<label class="check"><input type="checkbox" name="events" value="${e}" checked> ${e}</label>`)}</fieldset>
@@ -32,14 +41,14 @@ export function installWebhookPages(app: FastifyInstance, routes: DashboardRoute
 <h2>Endpoints</h2>
 <table><thead><tr><th scope="col">URL</th><th scope="col">Project</th><th scope="col">Events</th><th scope="col">Status</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead><tbody>
 ${hooks.length === 0 ? html`<tr><td colspan="5" class="empty">No webhook yet.</td></tr>` : hooks.map(
-      (h) => html`<tr><td class="url">${h.webhook.url}</td><td>${h.projectUid ?? 'every project'}</td><td>${(JSON.parse(h.webhook.events) as string[]).join(', ')}</td><td>${h.webhook.status}</td>
-<td><form method="post" action="/webhooks/${encodeURIComponent(h.webhook.uid)}/rotate">${csrf}<button type="submit" class="link">Rotate secret</button></form></td></tr>`,
+      (h) => html`<tr><td class="url">${h.webhook.url}</td><td>${h.projectUid ?? 'every project'}</td><td>${(JSON.parse(h.webhook.events) as string[]).join(', ')}</td><td>${h.webhook.status === 'active' ? 'active' : html`<span class="badge failed">disabled</span>`}</td>
+<td>${endpointActions(viewer, h)}</td></tr>`,
     )}</tbody></table>
 <h2>Recent deliveries</h2>
 <table><thead><tr><th scope="col">Created</th><th scope="col">Event</th><th scope="col">URL</th><th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Last answer</th><th scope="col"><span class="visually-hidden">Retry</span></th></tr></thead><tbody>
 ${deliveries.length === 0 ? html`<tr><td colspan="7" class="empty">No delivery yet.</td></tr>` : deliveries.map(
       (d) => html`<tr><td>${formatTime(Number(d.request.created_at))}</td><td>${d.request.event_type ?? ''}</td><td class="url">${d.request.url}</td><td><span class="badge ${d.request.state}">${d.request.state}</span></td><td>${Number(d.request.attempts)}</td><td>${d.request.last_status_code ?? ''} ${d.request.last_error ?? ''}</td>
-<td>${d.request.state === 'failed' ? html`<form method="post" action="/webhooks/deliveries/${Number(d.request.id)}/retry">${csrf}<button type="submit" class="link">Retry</button></form>` : ''}</td></tr>`,
+<td>${d.request.state === 'failed' ? html`<form method="post" action="/webhooks/deliveries/${Number(d.request.id)}/retry">${csrfField(viewer)}<button type="submit" class="link">Retry</button></form>` : ''}</td></tr>`,
     )}</tbody></table>`;
     return sendPage(reply, page('Webhooks', { viewer, section: 'webhooks' }, body));
   });
@@ -66,8 +75,44 @@ ${deliveries.length === 0 ? html`<tr><td colspan="7" class="empty">No delivery y
     const viewer = viewerOf(request);
     requireAccountUser(viewer);
     try {
-      const rotated = await rotateWebhookSecret(services, viewer.account, (request.params as { uid: string }).uid);
+      const rotated = await rotateWebhookSecret(services, viewer.account, uidOf(request));
       return sendPage(reply, secretShown(viewer, rotated.webhook.url, rotated.secret));
+    } catch (error) {
+      return fail(reply, error);
+    }
+  });
+
+  // Disabling keeps the endpoint and its secret; it receives no new events until it is enabled again.
+  app.post('/webhooks/:uid/status', async (request, reply) => {
+    const viewer = viewerOf(request);
+    requireAccountUser(viewer);
+    const status = formOf(request).status === 'disabled' ? 'disabled' : 'active';
+    try {
+      const { webhook } = await updateWebhook(services, viewer.account, uidOf(request), { status });
+      return redirectWithNotice(reply, routes, '/webhooks', { kind: 'ok', text: `${status === 'active' ? 'Enabled' : 'Disabled'}: ${webhook.url}` });
+    } catch (error) {
+      return fail(reply, error);
+    }
+  });
+
+  // Removal asks first: this page changes nothing; its form (a POST) removes.
+  app.get('/webhooks/:uid/remove', async (request, reply) => {
+    const viewer = viewerOf(request);
+    requireAccountUser(viewer);
+    const hook = (await listWebhooks(services, viewer.account)).find((h) => h.webhook.uid === uidOf(request));
+    if (!hook) throw new ApiError('not_found', `Webhook ${uidOf(request)} not found.`);
+    const body = html`<section class="card"><p>Remove the endpoint <strong class="url">${hook.webhook.url}</strong> (${hook.projectUid ?? 'every project'})?
+It receives no new events, and requests not yet delivered to it are not sent. This cannot be undone: to stop it for a while, disable it instead.</p>
+<form method="post" action="/webhooks/${encodeURIComponent(hook.webhook.uid)}/remove" class="actions">${csrfField(viewer, '/webhooks')}<button type="submit" class="danger">Remove the endpoint</button> <a class="button secondary" href="/webhooks">Cancel</a></form></section>`;
+    return sendPage(reply, page('Remove a webhook', { viewer, section: 'webhooks' }, body));
+  });
+
+  app.post('/webhooks/:uid/remove', async (request, reply) => {
+    const viewer = viewerOf(request);
+    requireAccountUser(viewer);
+    try {
+      const { webhook } = await deleteWebhook(services, viewer.account, uidOf(request));
+      return redirectWithNotice(reply, routes, '/webhooks', { kind: 'ok', text: `Removed: ${webhook.url}` });
     } catch (error) {
       return fail(reply, error);
     }
@@ -82,7 +127,20 @@ ${deliveries.length === 0 ? html`<tr><td colspan="7" class="empty">No delivery y
   });
 }
 
-function secretShown(viewer: ReturnType<typeof viewerOf>, url: string, secret: string): string {
+function uidOf(request: { params: unknown }): string {
+  return (request.params as { uid: string }).uid;
+}
+
+/** An endpoint's row: rotate its secret, disable or enable it, remove it (asked first). */
+function endpointActions(viewer: PageViewer, h: WebhookView) {
+  const base = `/webhooks/${encodeURIComponent(h.webhook.uid)}`;
+  const disabled = h.webhook.status !== 'active';
+  return html`<div class="actions"><form method="post" action="${base}/rotate">${csrfField(viewer)}<button type="submit" class="link">Rotate secret</button></form>
+<form method="post" action="${base}/status">${csrfField(viewer)}<input type="hidden" name="status" value="${disabled ? 'active' : 'disabled'}"><button type="submit" class="link" aria-label="${disabled ? 'Enable' : 'Disable'} ${h.webhook.url}">${disabled ? 'Enable' : 'Disable'}</button></form>
+<a href="${base}/remove" aria-label="Remove ${h.webhook.url}">Remove…</a></div>`;
+}
+
+function secretShown(viewer: PageViewer, url: string, secret: string): string {
   return page(
     'Webhook secret',
     { viewer, section: 'webhooks' },

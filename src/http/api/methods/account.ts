@@ -2,8 +2,6 @@
 // project key may call for its own project. Handlers read arguments, call operations and present
 // rows: keys, hashes, mailbox passwords and postback secrets never appear in a presentation except
 // the one reply that creates (or rotates) them.
-import { checkHeaderValue } from '../../../domain/headers.ts';
-import { parseMailbox, splitAddressList } from '../../../domain/recipients.ts';
 import { checkName, type Args } from '../../../domain/args.ts';
 import { ApiError } from '../../../domain/errors.ts';
 import { keyPrefix } from '../../../domain/keys.ts';
@@ -141,17 +139,8 @@ function readProjectSettingsArg(args: Args): Partial<ProjectSettings> | undefine
   }
   if (settings.has('tracking')) out.tracking = settings.bool('tracking', false);
   if (settings.has('sandbox')) out.sandbox = settings.bool('sandbox', false);
-  if (settings.has('default_from')) {
-    // One address, as a From header takes it; "" clears it (docs/api/send-message.md).
-    const from = settings.string('default_from') ?? '';
-    if (from.trim() !== '') {
-      checkHeaderValue('setting "default_from"', from);
-      const items = splitAddressList(from);
-      const parsed = items.length === 1 ? parseMailbox(items[0]) : null;
-      if (!parsed?.ok) throw settings.invalid('default_from', `must be one address like "Shop <shop@example.com>"${parsed && !parsed.ok ? `: ${parsed.reason}` : ''}`);
-    }
-    out.default_from = from.trim() === '' ? null : from.trim();
-  }
+  // One address, or "" to clear it: checked by the operation (operations/projects.ts updateProject).
+  if (settings.has('default_from')) out.default_from = settings.string('default_from') ?? '';
   if (settings.has('retention_days')) out.retention_days = settings.int('retention_days', { min: 0, max: MAX_RETENTION_DAYS, required: true });
   return out;
 }
