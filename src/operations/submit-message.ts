@@ -3,11 +3,11 @@
 // committed by the same durable store write as the API's. The SMTP edge answers 250 only after
 // this resolves.
 //
-//   header section checked (no NUL, no bare CR or LF, every line a field) -> the message's
-//   identity, its uid (the uid header; else the Message-ID with the envelope; else a new one) ->
-//   tracking header read -> Bcc, Resent-Bcc, the uid and tracking headers and a Message-ID without
-//   a msg-id removed, Message-ID and Date added when missing -> store message + one transmission
-//   per RCPT TO -> wake delivery
+//   recipients checked (the API's address check) -> header section checked (no NUL, no bare CR or
+//   LF, every line a field) -> the message's identity, its uid (the uid header; else the
+//   Message-ID with the envelope; else a new one) -> tracking header read -> Bcc, Resent-Bcc, the
+//   uid and tracking headers and a Message-ID without a msg-id removed, Message-ID and Date added
+//   when missing -> store message + one transmission per RCPT TO -> wake delivery
 //
 // A uid the project already has is the retransmission of a message accepted before: answered as
 // accepted, with that message's id, and nothing stored (docs/smtp-submission.md, "The uid").
@@ -19,6 +19,7 @@ import { simpleParser } from 'mailparser';
 import { checkHeaderValue, HeaderValueError } from '../domain/headers.ts';
 import type { MessagePayload } from '../domain/message-payload.ts';
 import { MAX_UID_CHARS, messageIdFor, readMsgId, uniqueIdFor } from '../domain/message-uid.ts';
+import { checkAddrSpec } from '../domain/recipients.ts';
 import { isNullSink } from '../domain/send-request.ts';
 import { isDuplicate } from '../storage/duplicates.ts';
 import { findMessageByUid } from '../storage/reports.ts';
@@ -85,6 +86,10 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
   if (input.recipients.length === 0) throw new SubmissionRefused(554, '5.5.1 No valid recipients');
   if (input.recipients.length > services.config.maxRecipients) {
     throw new SubmissionRefused(452, `4.5.3 At most ${services.config.maxRecipients} recipients per message`);
+  }
+  for (const recipient of input.recipients) {
+    const refused = checkSubmissionRecipient(recipient);
+    if (refused) throw refused;
   }
   if (input.raw.length === 0) throw new SubmissionRefused(550, '5.6.0 The message is empty');
   const split = splitHeaderSection(input.raw);
@@ -193,6 +198,16 @@ async function knownMessage(services: Services, caller: ProjectCaller, uid: stri
   if (!existing) throw new SubmissionRefused(451, '4.3.0 Temporary failure, try again later');
   const id = Number(existing.id);
   return { id, url: messageUrl(services, id), uid, repeated: true };
+}
+
+/**
+ * Why the SMTP edge refuses `address` at RCPT TO, or null when it takes it: the address check of
+ * the API's recipients (domain/recipients.ts), so that nothing answered 250 there fails later as
+ * an address delivery cannot use (an address literal, a domain of one label).
+ */
+export function checkSubmissionRecipient(address: string): SubmissionRefused | null {
+  const checked = checkAddrSpec(address);
+  return checked.ok ? null : new SubmissionRefused(553, `5.1.3 The recipient address is not accepted: ${checked.reason}`);
 }
 
 /** The header section (with the CRLF ending its last line) and the rest (blank line and body). */

@@ -9,6 +9,7 @@
 //   AUTH_FAILURE_WINDOW_MS get 421 and the connection is closed.
 // - Each MAIL FROM takes one token of the key's --rate-limit-per-key budget (the API's, shared):
 //   none left answers 451 with the seconds to wait.
+// - RCPT TO is checked as the API checks a recipient: an address it would refuse is 553 at once.
 // - The 250 after DATA is sent only once the message is committed (submitMessage resolves); any
 //   other failure answers 451 so the client retries: nothing accepted is ever lost. A
 //   retransmission of a message accepted before (its uid known) is answered 250 with that
@@ -24,7 +25,7 @@ import { ApiError } from '../domain/errors.ts';
 import { authenticate } from '../operations/authenticate.ts';
 import type { ProjectCaller } from '../operations/context.ts';
 import { takeKeyToken } from '../operations/rate-limits.ts';
-import { submitMessage, SubmissionRefused } from '../operations/submit-message.ts';
+import { checkSubmissionRecipient, submitMessage, SubmissionRefused } from '../operations/submit-message.ts';
 import { isLoopback } from '../config.ts';
 
 /** Failed AUTH attempts allowed per client address per window before it is turned away. */
@@ -269,9 +270,10 @@ export class SubmissionListener implements BackgroundService {
     if (session.envelope.rcptTo.length >= this.services.config.maxRecipients) {
       return new SmtpReply(452, `4.5.3 At most ${this.services.config.maxRecipients} recipients per message`);
     }
-    const at = address.lastIndexOf('@');
-    if (at <= 0 || at === address.length - 1) return new SmtpReply(553, '5.1.3 The recipient address needs a domain');
-    return null;
+    // The address check of submitMessage (and of the API), answered now rather than failing the
+    // copy after a 250.
+    const refused = checkSubmissionRecipient(address);
+    return refused ? new SmtpReply(refused.code, refused.text) : null;
   }
 
   /** The text of the 250 after DATA. */

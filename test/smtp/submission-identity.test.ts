@@ -3,9 +3,11 @@
 // the clients that send such mail: Python's smtplib (cron scripts, Django) and swaks. A message
 // without a Message-ID is a new message every time; one sent again with its Message-ID to the same
 // envelope is a retransmission, answered 250 and delivered once; Bcc and Resent-Bcc never reach a
-// copy; a Message-ID field without a msg-id is replaced.
+// copy; a Message-ID field without a msg-id is replaced; RCPT TO an address the API refuses is
+// answered 553 at once.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { checkAddrSpec } from '../../src/domain/recipients.ts';
 import { headerOf } from '../helpers/smtp-peers.ts';
 import { run, startSubmissionHarness, type SubmissionHarness } from './harness.ts';
 
@@ -165,5 +167,45 @@ describe('SMTP submission: which message a submission is, and what reaches the r
     }
     const [kept] = await deliveredTo('commented-id@example.test', 1);
     assert.deepEqual(messageIdFields(kept.raw), ['Message-ID: <kept-1@app.example> (the app)']);
+  });
+
+  it('RCPT TO an address the API refuses is answered 553 5.1.3 at once; the others of the transaction are delivered', async () => {
+    const literal = await run('swaks', [
+      '--server', `127.0.0.1:${h.port}`, '--tls', '--tls-verify', '--tls-ca-path', h.cert.certFile,
+      '--auth', 'PLAIN', '--auth-user', h.seed.projectUid, '--auth-password', h.seed.projectKey,
+      '--from', 'app@example.test', '--to', 'x@[127.0.0.1]', '--timeout', '30',
+    ]);
+    assert.notEqual(literal.code, 0);
+    assert.match(literal.stdout, /<~\* 553 5\.1\.3 The recipient address is not accepted: /);
+
+    const longLocal = `${'l'.repeat(65)}@example.test`;
+    const [mixed] = await smtplib([
+      { from: 'app@example.test', to: ['root@localhost', longLocal, 'kept-rcpt@example.test'], data: 'From: app@example.test\r\nSubject: rcpt\r\n\r\nx\r\n' },
+    ]);
+    assert.deepEqual(
+      mixed.rcpt.map((r: [number, string]) => r[0]),
+      [553, 553, 250],
+    );
+    assert.match(mixed.rcpt[0][1], /^5\.1\.3 .*fully qualified/);
+    assert.match(mixed.rcpt[1][1], /^5\.1\.3 .*64 bytes/);
+    assert.equal(mixed.data[0], 250);
+    const id = queuedId(mixed.data);
+    const rows = await h.transmissions(id);
+    assert.deepEqual(rows.map((r) => r.recipient), ['kept-rcpt@example.test']);
+    await deliveredTo('kept-rcpt@example.test', 1);
+  });
+
+  it('a quoted local part is taken where smtp-server reads it; with a space, smtp-server answers 501 (docs/smtp-submission.md)', async () => {
+    const quoted = ['"quoted"@example.test', '"quoted local"@example.test', '"at@sign"@example.test', '"two..dots"@example.test'];
+    for (const address of quoted) assert.ok(checkAddrSpec(address).ok, `the API takes ${address}`);
+    const [reply] = await smtplib([{ from: 'app@example.test', to: quoted.map((a) => `<${a}>`), data: 'From: app@example.test\r\nSubject: quoted\r\n\r\nx\r\n' }]);
+    // smtp-server splits the command at white space and the address at "@", and refuses "..": if
+    // it takes any of these now, update docs/smtp-submission.md, "The conversation".
+    assert.deepEqual(
+      reply.rcpt.map((r: [number, string]) => r[0]),
+      [250, 501, 501, 501],
+    );
+    assert.equal(reply.data[0], 250);
+    await deliveredTo('"quoted"@example.test', 1);
   });
 });
