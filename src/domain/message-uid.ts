@@ -115,3 +115,38 @@ export function messageIdLocalPart(uid: string): string {
 export function messageIdFor(uid: string, mailerHost: string): string {
   return `<${messageIdLocalPart(uid)}@${mailerHost}>`;
 }
+
+/**
+ * A msg-id (RFC 5322 3.6.4), read as mail in use writes it: "<", something, "@", something, ">"
+ * with no white space or angle bracket inside, and around it only white space and comments (a
+ * comment without nested parentheses). Returns the msg-id alone ("<left@right>"), or null when the
+ * value holds none (an empty Message-ID field, a bare word, two ids). One pass, no regex that could
+ * backtrack: the value is a header line of any length.
+ */
+export function readMsgId(value: string): string | null {
+  let i = skipCfws(value, 0);
+  if (i === -1 || value[i] !== '<') return null;
+  const close = value.indexOf('>', i);
+  if (close === -1) return null;
+  const inner = value.slice(i + 1, close);
+  if (inner.length < 3 || inner[0] === '@' || inner[inner.length - 1] === '@' || !inner.includes('@') || MSG_ID_FORBIDDEN.test(inner)) return null;
+  i = skipCfws(value, close + 1);
+  return i === value.length ? `<${inner}>` : null;
+}
+
+const MSG_ID_FORBIDDEN = /[\s<>]/;
+
+/** The index after the white space and simple comments from `start`; -1 at an unclosed comment. */
+function skipCfws(value: string, start: number): number {
+  let i = start;
+  while (i < value.length) {
+    const c = value[i];
+    if (c === ' ' || c === '\t') i++;
+    else if (c === '(') {
+      const end = value.indexOf(')', i);
+      if (end === -1 || value.lastIndexOf('(', end) !== i) return -1;
+      i = end + 1;
+    } else break;
+  }
+  return i;
+}

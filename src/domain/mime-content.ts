@@ -7,7 +7,13 @@
 // the text, no links or cid: images rewritten, and each attachment's bytes counted as they stream
 // past, never held (a message may carry up to --submission-max-bytes of them). Pure: bytes in,
 // values out.
-import { MailParser, type AddressObject, type AttachmentStream, type HeaderLines, type Headers, type MessageText } from 'mailparser';
+//
+// An attached message (message/rfc822, as Nodemailer and mail clients forward one: often with
+// `Content-Disposition: inline`) is an attachment, not more of this message's text: mailparser by
+// default opens an inline one and merges its parts into the text and HTML (its header as a table);
+// `ignoreEmbedded` (mailsplit's option, passed through) keeps it whole. It is named by its part
+// (filename or name), else by its own Subject + ".eml", read from its header section.
+import { MailParser, simpleParser, type AddressObject, type AttachmentStream, type HeaderLines, type Headers, type MessageText } from 'mailparser';
 
 export interface MimeAttachment {
   /** as the part names it; '' when it names none */
@@ -38,15 +44,23 @@ export interface MimeContent {
 /** Fields with a value of their own in MimeContent. */
 const OWN_FIELDS = new Set(['from', 'subject']);
 
+/** How much of an unnamed attached message is kept to read its Subject from: its header section, at most this. */
+const ATTACHED_HEADER_MAX_BYTES = 64 * 1024;
+const HEADER_END = Buffer.from('\r\n\r\n');
+const HEADER_END_LF = Buffer.from('\n\n');
+
 /** Reads a MIME message; rejects only when mailparser itself fails on it. */
 export function readMimeContent(mime: Buffer): Promise<MimeContent> {
   return new Promise((resolve, reject) => {
-    const parser = new MailParser({ skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true, skipTextLinks: true });
+    // ignoreEmbedded is mailsplit's (MailParser hands its options to the splitter); not in mailparser's types.
+    const parser = new MailParser({ skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true, skipTextLinks: true, ignoreEmbedded: true } as ConstructorParameters<typeof MailParser>[0]);
     let headers: Headers = new Map();
     let headerLines: HeaderLines = [];
     let text: string | null = null;
     let html: string | null = null;
     const attachments: MimeAttachment[] = [];
+    /** unnamed attached messages and the start of their bytes, named at the end */
+    const unnamed: Array<{ attachment: MimeAttachment; head: Buffer[]; headBytes: number }> = [];
     parser.on('headers', (h: Headers) => {
       headers = h;
     });
@@ -62,8 +76,14 @@ export function readMimeContent(mime: Buffer): Promise<MimeContent> {
       }
       const attachment: MimeAttachment = { filename: data.filename ?? '', contentType: data.contentType, sizeBytes: 0 };
       attachments.push(attachment);
+      const pending = attachment.filename === '' && attachment.contentType === 'message/rfc822' ? { attachment, head: [] as Buffer[], headBytes: 0 } : null;
+      if (pending) unnamed.push(pending);
       data.content.on('data', (chunk: Buffer) => {
         attachment.sizeBytes += chunk.length;
+        if (pending && pending.headBytes < ATTACHED_HEADER_MAX_BYTES) {
+          pending.head.push(chunk);
+          pending.headBytes += chunk.length;
+        }
       });
       data.content.on('end', () => data.release());
       // A part whose decoding fails would otherwise never end, and the parser would wait for it.
@@ -73,14 +93,18 @@ export function readMimeContent(mime: Buffer): Promise<MimeContent> {
     parser.on('end', () => {
       const subject = headers.get('subject');
       const from = headers.get('from') as AddressObject | undefined;
-      resolve({
-        subject: typeof subject === 'string' ? subject : null,
-        from: from?.text || null,
-        headers: fieldsOf(headerLines),
-        text,
-        html,
-        attachments,
-      });
+      Promise.all(unnamed.map(async ({ attachment, head }) => (attachment.filename = `${(await attachedSubject(Buffer.concat(head))) || 'message'}.eml`))).then(
+        () =>
+          resolve({
+            subject: typeof subject === 'string' ? subject : null,
+            from: from?.text || null,
+            headers: fieldsOf(headerLines),
+            text,
+            html,
+            attachments,
+          }),
+        reject,
+      );
     });
     parser.end(mime);
   });
@@ -101,4 +125,22 @@ function fieldsOf(lines: HeaderLines): Record<string, string> {
   const out: Record<string, string> = {};
   for (const { name, values } of fields.values()) out[name] = values.join('\n');
   return out;
+}
+
+/**
+ * The Subject of an attached message (RFC 2047 words decoded, white space collapsed), read from
+ * the start of its bytes: its header section alone goes through mailparser. '' without one, or
+ * when mailparser fails on it.
+ */
+async function attachedSubject(start: Buffer): Promise<string> {
+  let end = start.indexOf(HEADER_END);
+  if (end === -1) end = start.indexOf(HEADER_END_LF);
+  const header = end === -1 ? start : start.subarray(0, end);
+  try {
+    const parsed = await simpleParser(Buffer.concat([header, HEADER_END]), { skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true, skipTextLinks: true });
+    return (parsed.subject ?? '').replace(/\s+/g, ' ').trim();
+  } catch {
+    // What an attached message holds is not this message's to fail on: it is then just unnamed.
+    return '';
+  }
 }

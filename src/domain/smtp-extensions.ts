@@ -3,7 +3,9 @@
 // - SMTPUTF8 (RFC 6531, 6532): a UTF-8 address in the envelope, or 8-bit octets in the header
 //   section (a UTF-8 address in From or To, raw UTF-8 in a submitted message's headers);
 // - 8BITMIME (RFC 6152): 8-bit octets in the body (a submitted message's `8bit` part). A message
-//   Posthorn composes never needs it: its parts are quoted-printable or base64 (compose-mime.ts).
+//   Posthorn composes needs it only for an attached message (message/rfc822, written as it is,
+//   domain/attachments.ts) holding 8-bit octets: its other parts are quoted-printable or base64
+//   (compose-mime.ts).
 //
 // Delivery announces them on MAIL FROM where the server offers them, and fails the transmission
 // before MAIL FROM where it does not (delivery/smtp-pipelining.ts). The common all-ASCII message

@@ -3,20 +3,26 @@
 // committed by the same durable store write as the API's. The SMTP edge answers 250 only after
 // this resolves.
 //
-//   header section checked (no NUL, no bare CR or LF, every line a field) -> uid (header, or the
-//   hash of envelope + bytes) -> tracking header read -> Bcc, the uid and tracking headers removed,
-//   Message-ID and Date added when missing -> store message + one transmission per RCPT TO -> wake
-//   delivery
+//   recipients checked (the API's address check) -> header section checked (no NUL, no bare CR or
+//   LF, every line a field) -> the message's identity, its uid (the uid header; else the
+//   Message-ID with the envelope; else a new one) -> tracking header read -> Bcc, Resent-Bcc, the
+//   uid and tracking headers and a Message-ID without a msg-id removed, Message-ID and Date added
+//   when missing -> store message + one transmission per RCPT TO -> wake delivery
+//
+// A uid the project already has is the retransmission of a message accepted before: answered as
+// accepted, with that message's id, and nothing stored (docs/smtp-submission.md, "The uid").
 //
 // The MIME is kept as sent: only whole header fields are removed or added at the top; the body and
 // every other header byte are stored and delivered unchanged (payload.raw, domain/message-payload.ts).
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { simpleParser } from 'mailparser';
 import { checkHeaderValue, HeaderValueError } from '../domain/headers.ts';
 import type { MessagePayload } from '../domain/message-payload.ts';
-import { MAX_UID_CHARS, messageIdFor, uniqueIdFor } from '../domain/message-uid.ts';
+import { MAX_UID_CHARS, messageIdFor, readMsgId, uniqueIdFor } from '../domain/message-uid.ts';
+import { checkAddrSpec } from '../domain/recipients.ts';
 import { isNullSink } from '../domain/send-request.ts';
 import { isDuplicate } from '../storage/duplicates.ts';
+import { findMessageByUid } from '../storage/reports.ts';
 import { storeAcceptedMessage, type AcceptedCopy } from '../storage/messages.ts';
 import type { ProjectCaller } from './context.ts';
 import type { Services } from '../services.ts';
@@ -32,6 +38,9 @@ export const UID_HEADERS = ['x-posthorn-uid', 'x-postageapp-uid'] as const;
  */
 export const TRACKING_HEADER = 'x-posthorn-tracking';
 
+/** Fields removed from every submitted message (docs/smtp-submission.md, "What happens to a message"). */
+const DROPPED_FIELDS = new Set<string>(['bcc', 'resent-bcc', ...UID_HEADERS, TRACKING_HEADER]);
+
 export interface SubmitMessageInput {
   /** MAIL FROM (the envelope sender; '' for the null sender) */
   envelopeFrom: string;
@@ -39,6 +48,11 @@ export interface SubmitMessageInput {
   recipients: readonly string[];
   /** the message as received in DATA, dot-unstuffed, CRLF line ends */
   raw: Buffer;
+}
+
+/** The message a submission is; `repeated` when it was accepted before and nothing was stored now. */
+export interface SubmittedMessage extends SentMessage {
+  repeated: boolean;
 }
 
 /**
@@ -68,31 +82,43 @@ const FIELD_NAME = /^[\x21-\x39\x3b-\x7e]+$/;
 const CRLF = Buffer.from('\r\n');
 const HEADER_END = Buffer.from('\r\n\r\n');
 
-export async function submitMessage(services: Services, caller: ProjectCaller, input: SubmitMessageInput): Promise<SentMessage> {
+export async function submitMessage(services: Services, caller: ProjectCaller, input: SubmitMessageInput): Promise<SubmittedMessage> {
   if (input.recipients.length === 0) throw new SubmissionRefused(554, '5.5.1 No valid recipients');
   if (input.recipients.length > services.config.maxRecipients) {
     throw new SubmissionRefused(452, `4.5.3 At most ${services.config.maxRecipients} recipients per message`);
+  }
+  for (const recipient of input.recipients) {
+    const refused = checkSubmissionRecipient(recipient);
+    if (refused) throw refused;
   }
   if (input.raw.length === 0) throw new SubmissionRefused(550, '5.6.0 The message is empty');
   const split = splitHeaderSection(input.raw);
   const fields = readHeaderFields(split.header);
   const first = (name: string) => fields.find((f) => f.name === name);
 
+  // A Message-ID field that holds no msg-id (an empty one, a bare word) is replaced, not kept
+  // beside the one added: the first field that holds one is the message's.
+  let messageId: string | null = null;
+  for (const field of fields) {
+    if (field.name === 'message-id' && messageId === null) messageId = readMsgId(field.value);
+  }
   const given = UID_HEADERS.map(first).find((f) => f !== undefined);
-  const uid = given ? readUidHeader(given.value) : deriveSubmissionUid(input);
+  const uid = given ? readUidHeader(given.value) : messageId !== null ? messageIdUid(input, messageId) : randomUUID();
   const trackingField = first(TRACKING_HEADER);
   const tracking = trackingField ? readTrackingHeader(trackingField.value) : null;
   const now = services.clock.now();
 
-  // Removed: Bcc (its recipients are in the envelope; the header must not reach anyone), the uid
-  // and tracking headers (instructions to this service). Added at the top when missing: Message-ID
-  // (made from the uid, as for the API) and Date (acceptance time). Everything else is kept byte
-  // for byte.
-  const drop = new Set<string>(['bcc', ...UID_HEADERS, TRACKING_HEADER]);
+  // Removed: Bcc and Resent-Bcc (their recipients are in the envelope; the header must not reach
+  // anyone, RFC 5322 3.6.3 and 3.6.6), the uid and tracking headers (instructions to this
+  // service), a Message-ID field without a msg-id. Added at the top when missing: Message-ID (made
+  // from the uid, as for the API) and Date (acceptance time). Everything else is kept byte for
+  // byte.
+  const dropped = (field: HeaderField) => DROPPED_FIELDS.has(field.name) || (field.name === 'message-id' && readMsgId(field.value) === null);
   const added: string[] = [];
-  const existingMessageId = first('message-id')?.value ?? '';
-  const messageId = existingMessageId !== '' ? existingMessageId : messageIdFor(uid, services.config.mailerHost);
-  if (existingMessageId === '') added.push(`Message-ID: ${messageId}\r\n`);
+  if (messageId === null) {
+    messageId = messageIdFor(uid, services.config.mailerHost);
+    added.push(`Message-ID: ${messageId}\r\n`);
+  }
   if (!first('date')) added.push(`Date: ${rfc5322Date(new Date(now))}\r\n`);
   if (!first('from')) {
     // As a submission MTA does for a local sender: the envelope sender becomes the From.
@@ -102,7 +128,7 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
   const parts: Buffer[] = [Buffer.from(added.join(''), 'utf8')];
   let cursor = 0;
   for (const field of fields) {
-    if (!drop.has(field.name)) continue;
+    if (!dropped(field)) continue;
     parts.push(split.header.subarray(cursor, field.start));
     cursor = field.end;
   }
@@ -155,12 +181,35 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
     },
     completedNow ? (trx, messageId) => recordAcceptanceEvents(trx, caller, { id: messageId, uid, uniqueId }, { variables: {}, recipientOverride: null }, now) : undefined,
   );
-  if (isDuplicate(stored)) throw new SubmissionRefused(550, `5.7.0 Uid ${uid} already exists. Assuming message duplication.`);
+  if (isDuplicate(stored)) return knownMessage(services, caller, uid);
   const id = stored.id;
   if (completedNow) services.store.wake('events');
   if (copies.some((copy) => copy.completed === null)) services.store.wake('transmissions');
   recordMessageAccepted(services, copies.length);
-  return { id, url: messageUrl(services, id), uid };
+  return { id, url: messageUrl(services, id), uid, repeated: false };
+}
+
+/**
+ * A submission whose identity the project already has: the retransmission of a message accepted
+ * before (a client that lost the 250 sends it again), answered as accepted and stored no second
+ * time. The message may be gone between the two reads (the retention purge): the client is told
+ * to try again, and its next try stores it anew.
+ */
+async function knownMessage(services: Services, caller: ProjectCaller, uid: string): Promise<SubmittedMessage> {
+  const existing = await findMessageByUid(services.store.db, caller.project.id, uid);
+  if (!existing) throw new SubmissionRefused(451, '4.3.0 Temporary failure, try again later');
+  const id = Number(existing.id);
+  return { id, url: messageUrl(services, id), uid, repeated: true };
+}
+
+/**
+ * Why the SMTP edge refuses `address` at RCPT TO, or null when it takes it: the address check of
+ * the API's recipients (domain/recipients.ts), so that nothing answered 250 there fails later as
+ * an address delivery cannot use (an address literal, a domain of one label).
+ */
+export function checkSubmissionRecipient(address: string): SubmissionRefused | null {
+  const checked = checkAddrSpec(address);
+  return checked.ok ? null : new SubmissionRefused(553, `5.1.3 The recipient address is not accepted: ${checked.reason}`);
 }
 
 /** The header section (with the CRLF ending its last line) and the rest (blank line and body). */
@@ -240,15 +289,14 @@ function readUidHeader(value: string): string {
 }
 
 /**
- * Without a uid header: the SHA-256 (hex) of the envelope and the bytes as received, so an
- * identical retransmission (same sender, recipients and bytes, Message-ID and Date included) is
- * the same message, as an identical send_message is (domain/message-uid.ts).
+ * The uid of a message without a uid header that has a Message-ID: the SHA-256 (hex) of the
+ * envelope (sender, recipients) and the msg-id. A client that sends a message again after losing
+ * the 250 sends the same Message-ID to the same envelope, and that is the message accepted before;
+ * the same Message-ID from another sender or to other recipients is another message.
  */
-export function deriveSubmissionUid(input: SubmitMessageInput): string {
-  const hash = createHash('sha256');
-  hash.update(`smtp\0${input.envelopeFrom}\0${input.recipients.join('\0')}\0`);
-  hash.update(input.raw);
-  return hash.digest('hex');
+export function messageIdUid(input: SubmitMessageInput, msgId: string): string {
+  const recipients = [...input.recipients].sort();
+  return createHash('sha256').update(`smtp-message-id\0${input.envelopeFrom}\0${recipients.join('\0')}\0${msgId}`).digest('hex');
 }
 
 const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];

@@ -9,8 +9,11 @@
 //   AUTH_FAILURE_WINDOW_MS get 421 and the connection is closed.
 // - Each MAIL FROM takes one token of the key's --rate-limit-per-key budget (the API's, shared):
 //   none left answers 451 with the seconds to wait.
+// - RCPT TO is checked as the API checks a recipient: an address it would refuse is 553 at once.
 // - The 250 after DATA is sent only once the message is committed (submitMessage resolves); any
-//   other failure answers 451 so the client retries: nothing accepted is ever lost.
+//   other failure answers 451 so the client retries: nothing accepted is ever lost. A
+//   retransmission of a message accepted before (its uid known) is answered 250 with that
+//   message's id, and nothing is stored.
 // - SMTP smuggling: smtp-server ends DATA only on <CRLF>.<CRLF>; a message holding a "." line
 //   reached through a bare CR or LF (<LF>.<LF>, <CR><LF>.<LF>, <LF>.<CR><LF>, <CR>.<CR>...) is
 //   refused whole, so no hop after us can read it as the end of the message.
@@ -22,7 +25,7 @@ import { ApiError } from '../domain/errors.ts';
 import { authenticate } from '../operations/authenticate.ts';
 import type { ProjectCaller } from '../operations/context.ts';
 import { takeKeyToken } from '../operations/rate-limits.ts';
-import { submitMessage, SubmissionRefused } from '../operations/submit-message.ts';
+import { checkSubmissionRecipient, submitMessage, SubmissionRefused } from '../operations/submit-message.ts';
 import { isLoopback } from '../config.ts';
 
 /** Failed AUTH attempts allowed per client address per window before it is turned away. */
@@ -155,7 +158,7 @@ export class SubmissionListener implements BackgroundService {
       onRcptTo: (address, session, callback) => setImmediate(() => callback(this.checkRecipient(address.address, session) ?? undefined)),
       onData: (stream, session, callback) => {
         this.receive(stream, session).then(
-          (id) => callback(null, `2.0.0 Ok: queued as ${id}`),
+          (reply) => callback(null, reply),
           (error: unknown) => callback(error instanceof SmtpReply ? error : this.temporaryFailure(error, 'submission')),
         );
       },
@@ -267,12 +270,14 @@ export class SubmissionListener implements BackgroundService {
     if (session.envelope.rcptTo.length >= this.services.config.maxRecipients) {
       return new SmtpReply(452, `4.5.3 At most ${this.services.config.maxRecipients} recipients per message`);
     }
-    const at = address.lastIndexOf('@');
-    if (at <= 0 || at === address.length - 1) return new SmtpReply(553, '5.1.3 The recipient address needs a domain');
-    return null;
+    // The address check of submitMessage (and of the API), answered now rather than failing the
+    // copy after a 250.
+    const refused = checkSubmissionRecipient(address);
+    return refused ? new SmtpReply(refused.code, refused.text) : null;
   }
 
-  private async receive(stream: SMTPServerDataStream, session: SMTPServerSession): Promise<number> {
+  /** The text of the 250 after DATA. */
+  private async receive(stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string> {
     const max = this.services.config.submissionMaxBytes;
     const chunks: Buffer[] = [];
     let bytes = 0;
@@ -304,7 +309,10 @@ export class SubmissionListener implements BackgroundService {
         recipients: session.envelope.rcptTo.map((r) => r.address),
         raw,
       });
-      return sent.id;
+      // A retransmission of a message accepted before (docs/smtp-submission.md, "The uid"): the
+      // 2xx a client that lost the first 250 expects, naming what it already has.
+      if (sent.repeated) return `2.0.0 Ok: queued as ${sent.id} (already accepted${printableUid(sent.uid)}; nothing new stored)`;
+      return `2.0.0 Ok: queued as ${sent.id}`;
     } catch (error) {
       if (error instanceof SubmissionRefused) throw new SmtpReply(error.code, error.text);
       throw error;
@@ -324,6 +332,14 @@ export class SubmissionListener implements BackgroundService {
     this.services.log.error({ err: error }, `SMTP ${what} failed; the client will retry`);
     return new SmtpReply(451, '4.3.0 Temporary failure, try again later');
   }
+}
+
+/**
+ * ", uid <uid>" for a reply line, when the uid is printable ASCII (a uid header may hold UTF-8,
+ * which a reply must not carry to a client that did not ask for SMTPUTF8); else nothing.
+ */
+function printableUid(uid: string): string {
+  return /^[\x21-\x7e]+$/.test(uid) ? `, uid ${uid}` : '';
 }
 
 /**

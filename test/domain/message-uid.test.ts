@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ApiError } from '../../src/domain/errors.ts';
-import { canonicalJson, deriveUid, messageIdFor, messageIdLocalPart, readGivenUid, uniqueIdFor } from '../../src/domain/message-uid.ts';
+import { canonicalJson, deriveUid, messageIdFor, messageIdLocalPart, readGivenUid, readMsgId, uniqueIdFor } from '../../src/domain/message-uid.ts';
 
 describe('message uid', () => {
   it('reads strings and numbers; "" and null are none; other types are call_error', () => {
@@ -40,5 +40,20 @@ describe('message uid', () => {
     assert.match(messageIdLocalPart(':'.repeat(100)), /^sha256\.[0-9a-f]{64}$/);
     const atom = /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]+(\.[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]+)*$/;
     for (const uid of ['x', 'a:b', ' ', '..', 'ü.ö', 'a\r\nb', '<>', '1.5']) assert.match(messageIdLocalPart(uid), atom, uid);
+  });
+
+  it('reads a msg-id out of a Message-ID value, white space and comments around it; null when the value holds none', () => {
+    assert.equal(readMsgId('<a@b>'), '<a@b>');
+    assert.equal(readMsgId('  <order-77.x@shop.example>\t'), '<order-77.x@shop.example>');
+    assert.equal(readMsgId('(sent by app) <k@h> (the app)'), '<k@h>');
+    assert.equal(readMsgId('<a@b@c>'), '<a@b@c>');
+    assert.equal(readMsgId('<1234@[10.0.0.1]>'), '<1234@[10.0.0.1]>');
+    for (const none of ['', ' ', 'not-an-id', 'a@b', '<>', '<ab>', '<@b>', '<a@>', '<a b@c>', '<a@b> <c@d>', '<a@b> x', '<a@b', '(open <a@b>', '<a@b> ((nested))', '<<a@b>>']) {
+      assert.equal(readMsgId(none), null, JSON.stringify(none));
+    }
+    // Linear on a value of any length (a header line is as long as the sender makes it).
+    const started = process.hrtime.bigint();
+    for (const long of ['<' + '@'.repeat(200_000) + '>', '('.repeat(200_000), ' '.repeat(200_000) + 'x', '<a@b>' + ' ()'.repeat(100_000) + 'x']) assert.equal(readMsgId(long), null);
+    assert.ok(process.hrtime.bigint() - started < 2_000_000_000n);
   });
 });

@@ -372,6 +372,25 @@ describe('send_message', () => {
       const r = await send({ recipients: 'a@example.com', content: 'x', attachments: { 'broken.pdf': { content_type: 'application/pdf', content: '***' } } });
       assertError(r, 406, 'call_error', /"broken\.pdf".*base64/);
     });
+
+    it('refuses multipart/* and message/* but message/rfc822 content types, and an attached message that cannot be written as it is, with 406 naming the file', async () => {
+      const b64 = (text: string) => Buffer.from(text).toString('base64');
+      const attach = (filename: string, contentType: string, content: string) =>
+        send({ recipients: 'a@example.com', content: 'x', attachments: { [filename]: { content_type: contentType, content: b64(content) } } });
+      assertError(await attach('parts.bin', 'multipart/mixed; boundary=x', '--x\r\n\r\nhi\r\n--x--\r\n'), 406, 'call_error', /"parts\.bin".*"multipart\/mixed"/);
+      assertError(await attach('alt.bin', 'Multipart/Alternative', 'hi'), 406, 'call_error', /"alt\.bin".*"multipart\/alternative"/);
+      assertError(await attach('part.msg', 'message/partial; id=1; number=1', 'hi'), 406, 'call_error', /"part\.msg".*"message\/partial"/);
+      assertError(await attach('status.txt', 'message/delivery-status', 'Reporting-MTA: dns; x'), 406, 'call_error', /"status\.txt".*"message\/delivery-status"/);
+      const inner = 'From: a@example.com\r\nSubject: inner\r\n\r\nbody\r\n';
+      assertError(await attach('cr.eml', 'message/rfc822', inner.replace('body', 'a\r.\rb')), 406, 'call_error', /"cr\.eml".*CR that does not end a line/);
+      assertError(await attach('nul.eml', 'message/rfc822', inner.replace('body', 'a\0b')), 406, 'call_error', /"nul\.eml".*NUL/);
+      assertError(await attach('long.eml', 'message/rfc822', inner.replace('body', 'x'.repeat(999))), 406, 'call_error', /"long\.eml".*998 octets/);
+      // An attached message, with CRLF or LF line ends, and a line of exactly 998 octets.
+      for (const ok of [inner, inner.replace(/\r\n/g, '\n'), inner.replace('body', 'x'.repeat(998))]) {
+        const r = await attach('fwd.eml', 'message/rfc822', ok);
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+      }
+    });
   });
 
   describe('recipient_override, deliver: false and the null.postageapp.com sink', () => {

@@ -3,7 +3,6 @@
 // the certificate verified, AUTH success and failure, Bcc, UTF-8 addresses and an 8-bit body, a
 // 10 MB attachment; delivered end to end into the sink.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -11,25 +10,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { simpleParser } from 'mailparser';
 import { headerOf } from '../helpers/smtp-peers.ts';
-import { startSubmissionHarness, type SubmissionHarness } from './harness.ts';
-
-/** Runs a command (bounded: 60 s), resolving with its exit code and output. */
-function run(command: string, args: string[], input?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-    child.stdin.end(input ?? '');
-  });
-}
+import { run, startSubmissionHarness, type SubmissionHarness } from './harness.ts';
 
 // Reads its parameters from argv; prints "OK <reply>" or "ERR <code> <text>".
 const PYTHON_CLIENT = String.raw`

@@ -2,7 +2,7 @@
 // STARTTLS and implicit-TLS listeners on free loopback ports with a self-signed certificate made by
 // openssl, delivery running into a real smtp-server sink (example.test and exämple.test route to
 // it), and a seeded account and project.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -135,4 +135,22 @@ export function mimeMessage(headers: Record<string, string>, body: string): stri
   return `${Object.entries(headers)
     .map(([k, v]) => `${k}: ${v}\r\n`)
     .join('')}\r\n${body}`;
+}
+
+/** Runs a command (a real client: python3, swaks; bounded: 60 s), resolving with its exit code and output. */
+export function run(command: string, args: string[], input?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+    child.stdin.end(input ?? '');
+  });
 }

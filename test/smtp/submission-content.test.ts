@@ -128,6 +128,41 @@ describe('the content of a message submitted over SMTP', () => {
     assert.ok(page.text.includes(`<dt>Message-ID</dt><dd><code><bdi>${written.replace('<', '&lt;').replace('>', '&gt;')}</bdi></code></dd>`), 'the delivered Message-ID');
   });
 
+  it('an attached message (message/rfc822) is listed as an attachment, named by its part or its Subject, and not merged into the text and HTML', async () => {
+    const inner = 'From: Ann <ann@example.test>\r\nTo: bob@example.test\r\nSubject: =?UTF-8?Q?Quarterly_r=C3=A9sum=C3=A9?=\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>inner html</p>\r\n';
+    const second = 'From: carl@example.test\r\nSubject: Second\r\n\r\ninner text\r\n';
+    const before = h.sink.received.length;
+    const id = await submit({
+      from: 'fwd@example.test',
+      to: 'forwarded@example.test',
+      subject: 'Fwd: two messages',
+      text: 'see the attached messages',
+      html: '<p>see the attached messages</p>',
+      headers: { 'X-Posthorn-Uid': 'content-attached-1' },
+      // As Nodemailer writes them: inline, 8bit; one named, one not.
+      attachments: [
+        { contentType: 'message/rfc822', content: inner },
+        { contentType: 'message/rfc822', content: second, filename: 'second.eml' },
+      ],
+    });
+    const copy = await delivered(before, 'forwarded@example.test');
+    assert.ok(copy.toString('utf8').includes(inner), 'delivered as sent');
+
+    const m = await content('content-attached-1');
+    assert.equal(m.text, 'see the attached messages');
+    assert.equal(m.html, '<p>see the attached messages</p>');
+    assert.deepEqual(m.attachments, [
+      { filename: 'Quarterly résumé.eml', content_type: 'message/rfc822', size: Buffer.byteLength(inner) },
+      { filename: 'second.eml', content_type: 'message/rfc822', size: Buffer.byteLength(second) },
+    ]);
+    const page = await client.get(`/messages/${id}`);
+    assert.equal(page.status, 200);
+    assert.match(page.text, /<span class="filename"><bdi>Quarterly résumé\.eml<\/bdi><\/span> <small><bdi>message\/rfc822<\/bdi>/);
+    assert.ok(!page.text.includes('inner text') && !page.text.includes('mp_head'), 'the attached messages are not shown as this one\'s text');
+    const frame = await client.get(`/messages/${id}/html`);
+    assert.equal(frame.text, '<p>see the attached messages</p>');
+  });
+
   it('broken MIME shows its header fields and no parts, never an error', async () => {
     const uid = 'content-broken-1';
     const raw = mimeMessage(

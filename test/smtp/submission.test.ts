@@ -1,6 +1,6 @@
 // SMTP submission with Nodemailer's SMTP transport as the client (docs/smtp-submission.md): STARTTLS
 // and implicit TLS, AUTH success and every kind of failure, Bcc, UTF-8 addresses and 8-bit bodies,
-// a 10 MB attachment, the duplicate-uid answer, and delivery end to end into a real smtp-server
+// a 10 MB attachment, the answer to a repeated uid, and delivery end to end into a real smtp-server
 // sink, compared byte for byte with what was submitted.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
@@ -174,13 +174,21 @@ describe('SMTP submission with Nodemailer', () => {
     assert.match(event.payload, /sink@null\.postageapp\.com/);
   });
 
-  it('refuses a duplicate uid with a 5xx that says so', async () => {
-    const raw = mimeMessage({ From: 'a@example.test', To: 'b@example.test', Subject: 'dup', 'X-PostageApp-Uid': 'dup-uid' }, 'x\r\n');
+  it('answers a repeated uid 250 with the first message\'s id and uid, and stores nothing new (a retransmission)', async () => {
+    const raw = mimeMessage({ From: 'a@example.test', To: 'dup@example.test', Subject: 'dup', 'X-PostageApp-Uid': 'dup-uid' }, 'x\r\n');
     const t = transport();
-    await t.sendMail({ envelope: { from: 'a@example.test', to: ['b@example.test'] }, raw });
-    const error = await sendExpectingError(t, { envelope: { from: 'a@example.test', to: ['b@example.test'] }, raw });
-    assert.equal(error.responseCode, 550);
-    assert.match(error.response, /Uid dup-uid already exists/);
+    try {
+      const first = await t.sendMail({ envelope: { from: 'a@example.test', to: ['dup@example.test'] }, raw });
+      const id = Number(/queued as (\d+)/.exec(first.response)![1]);
+      // Sent again, even with other content: the uid names the message.
+      const again = await t.sendMail({ envelope: { from: 'a@example.test', to: ['dup@example.test'] }, raw: raw.replace('x\r\n', 'y\r\n') });
+      assert.equal(again.response, `250 2.0.0 Ok: queued as ${id} (already accepted, uid dup-uid; nothing new stored)`);
+    } finally {
+      t.close();
+    }
+    assert.equal((await h.messages()).filter((r) => r.uid === 'dup-uid').length, 1);
+    const rows = await h.t.app.services.store.db.selectFrom('transmissions').select('id').where('recipient', '=', 'dup@example.test').execute();
+    assert.equal(rows.length, 1);
   });
 
   it('takes UTF-8 addresses (SMTPUTF8) and 8-bit bodies', async () => {
