@@ -10,7 +10,9 @@
 // message/partial, external-body, delivery-status... is not a file to attach) are refused. An
 // attached message (message/rfc822) is written as it is, as 8bit, never base64 (RFC 2046 5.2.1):
 // its content must be such a message's bytes, with no NUL, no CR that does not end a line, and no
-// line over 998 octets (RFC 5322 2.1.1), or it would reach the wire as it is.
+// line over 998 octets (RFC 5322 2.1.1), or it would reach the wire as it is. Its lines ending in
+// LF alone are stored ending in CRLF, as they go on the wire: the DKIM signature is made over the
+// bytes sent.
 import type { Json } from './args.ts';
 import { isPlainObject, wrongType } from './args.ts';
 import { callError, type ApiError } from './errors.ts';
@@ -59,11 +61,14 @@ export function parseAttachments(value: Json | undefined, field = 'arguments.att
     if (typeof content !== 'string') throw fileError(filename, content === null ? 'has no content' : 'has content that is not a base64 string');
     const base64 = normalizeBase64(content);
     if (base64 === null) throw fileError(filename, 'has content that is not valid base64');
+    let stored = base64;
     if (mediaType === 'message/rfc822') {
-      const problem = attachedMessageProblem(Buffer.from(base64, 'base64'));
+      const bytes = Buffer.from(base64, 'base64');
+      const problem = attachedMessageProblem(bytes);
       if (problem !== null) throw fileError(filename, `is a message/rfc822 whose content ${problem}`);
+      stored = withCrlf(bytes)?.toString('base64') ?? base64;
     }
-    out.push({ filename, contentType, content: base64 });
+    out.push({ filename, contentType, content: stored });
   }
   return out;
 }
@@ -85,4 +90,18 @@ function attachedMessageProblem(bytes: Buffer): string | null {
     if (lf === -1) return null;
     lineStart = lf + 1;
   }
+}
+
+/** `bytes` with every LF that no CR precedes written as CRLF, or null when there is none. */
+function withCrlf(bytes: Buffer): Buffer | null {
+  let bare = 0;
+  for (let lf = bytes.indexOf(0x0a); lf !== -1; lf = bytes.indexOf(0x0a, lf + 1)) if (lf === 0 || bytes[lf - 1] !== 0x0d) bare++;
+  if (bare === 0) return null;
+  const out = Buffer.allocUnsafe(bytes.length + bare);
+  let o = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    if (bytes[i] === 0x0a && (i === 0 || bytes[i - 1] !== 0x0d)) out[o++] = 0x0d;
+    out[o++] = bytes[i];
+  }
+  return out;
 }

@@ -28,3 +28,16 @@ describe('attachments', () => {
     assert.throws(() => parseAttachments(['x']), (e: ApiError) => e.status === 'call_error' && /attachments/.test(e.message));
   });
 });
+
+describe('attached messages (message/rfc822)', () => {
+  it('are stored with CRLF line ends, as they go on the wire (a DKIM signature is made over those bytes)', () => {
+    const lf = 'Subject: inner\nFrom: a@example.test\n\nline one\r\nline two\n';
+    const [out] = parseAttachments({ 'fwd.eml': { content_type: 'message/rfc822', content: Buffer.from(lf).toString('base64') } });
+    assert.equal(Buffer.from(out.content, 'base64').toString(), 'Subject: inner\r\nFrom: a@example.test\r\n\r\nline one\r\nline two\r\n');
+    const crlf = Buffer.from('Subject: inner\r\n\r\nbody\r\n').toString('base64');
+    assert.equal(parseAttachments({ 'ok.eml': { content_type: 'message/rfc822', content: crlf } })[0].content, crlf);
+    // Other types are stored as given.
+    const text = Buffer.from('a\nb\n').toString('base64');
+    assert.equal(parseAttachments({ 'a.txt': { content_type: 'text/plain', content: text } })[0].content, text);
+  });
+});
