@@ -87,6 +87,8 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
   if (input.recipients.length > services.config.maxRecipients) {
     throw new SubmissionRefused(452, `4.5.3 At most ${services.config.maxRecipients} recipients per message`);
   }
+  const senderRefused = checkSubmissionSender(input.envelopeFrom);
+  if (senderRefused) throw senderRefused;
   for (const recipient of input.recipients) {
     const refused = checkSubmissionRecipient(recipient);
     if (refused) throw refused;
@@ -207,6 +209,13 @@ async function knownMessage(services: Services, caller: ProjectCaller, uid: stri
  * the API's recipients (domain/recipients.ts), so that nothing answered 250 there fails later as
  * an address delivery cannot use (an address literal, a domain of one label).
  */
+/** The envelope sender (MAIL FROM) as the API checks a From address; the null sender <> passes. */
+export function checkSubmissionSender(address: string): SubmissionRefused | null {
+  if (address === '') return null;
+  const checked = checkAddrSpec(address);
+  return checked.ok ? null : new SubmissionRefused(553, `5.1.7 The sender address is not accepted: ${checked.reason}`);
+}
+
 export function checkSubmissionRecipient(address: string): SubmissionRefused | null {
   const checked = checkAddrSpec(address);
   return checked.ok ? null : new SubmissionRefused(553, `5.1.3 The recipient address is not accepted: ${checked.reason}`);

@@ -25,7 +25,7 @@ import { ApiError } from '../domain/errors.ts';
 import { authenticate } from '../operations/authenticate.ts';
 import type { ProjectCaller } from '../operations/context.ts';
 import { takeKeyToken } from '../operations/rate-limits.ts';
-import { checkSubmissionRecipient, submitMessage, SubmissionRefused } from '../operations/submit-message.ts';
+import { checkSubmissionRecipient, checkSubmissionSender, submitMessage, SubmissionRefused } from '../operations/submit-message.ts';
 import { isLoopback } from '../config.ts';
 
 /** Failed AUTH attempts allowed per client address per window before it is turned away. */
@@ -154,7 +154,7 @@ export class SubmissionListener implements BackgroundService {
       // Answered on a later turn: smtp-server 3.21 stops reading a connection when both hooks call
       // back synchronously and whole transactions arrive pipelined in one write (the client then
       // waits for replies that never come, until the idle timeout).
-      onMailFrom: (_address, session, callback) => setImmediate(() => callback(this.checkMailFrom(session) ?? undefined)),
+      onMailFrom: (address, session, callback) => setImmediate(() => callback(this.checkMailFrom(address.address, session) ?? undefined)),
       onRcptTo: (address, session, callback) => setImmediate(() => callback(this.checkRecipient(address.address, session) ?? undefined)),
       onData: (stream, session, callback) => {
         this.receive(stream, session).then(
@@ -249,11 +249,14 @@ export class SubmissionListener implements BackgroundService {
     }
   }
 
-  private checkMailFrom(session: SMTPServerSession): SmtpReply | null {
+  private checkMailFrom(address: string, session: SMTPServerSession): SmtpReply | null {
     // session.transaction counts from 1: this MAIL FROM starts that transaction.
     if (session.transaction > this.services.config.submissionMaxMessagesPerConnection) {
       return new SmtpReply(421, `4.7.0 At most ${this.services.config.submissionMaxMessagesPerConnection} messages per connection, reconnect to send more`);
     }
+    // The sender becomes the From of a message that has none: the API's address check, now.
+    const refused = checkSubmissionSender(address);
+    if (refused) return new SmtpReply(refused.code, refused.text);
     // One token of the key's budget per message, shared with the API (--rate-limit-per-key).
     const caller = this.sessions.get(session.id)?.caller;
     if (caller) {

@@ -195,6 +195,22 @@ describe('SMTP submission: which message a submission is, and what reaches the r
     await deliveredTo('kept-rcpt@example.test', 1);
   });
 
+  it('MAIL FROM an address the API refuses is answered 553 5.1.7 at once; the null sender is taken', async () => {
+    const replies = await smtplib([
+      { from: 'root@localhost', to: ['sender-check@example.test'], data: 'Subject: no from\r\n\r\nx\r\n' },
+      { from: 'app@example.test', to: ['sender-check@example.test'], data: 'Subject: no from\r\n\r\nx\r\n' },
+      { from: '', to: ['sender-check@example.test'], data: 'From: app@example.test\r\nSubject: null sender\r\n\r\nx\r\n' },
+    ]);
+    assert.equal(replies[0].mail[0], 553);
+    assert.match(replies[0].mail[1], /^5\.1\.7 The sender address is not accepted: .*fully qualified/);
+    assert.equal(replies[1].mail[0], 250);
+    assert.equal(replies[1].data[0], 250);
+    assert.equal(replies[2].mail[0], 250);
+    assert.equal(replies[2].data[0], 250);
+    assert.equal(replies[0].data, null, 'no recipient was taken after the refused MAIL FROM');
+    await deliveredTo('sender-check@example.test', 2);
+  });
+
   it('a quoted local part is taken where smtp-server reads it; with a space, smtp-server answers 501 (docs/smtp-submission.md)', async () => {
     const quoted = ['"quoted"@example.test', '"quoted local"@example.test', '"at@sign"@example.test', '"two..dots"@example.test'];
     for (const address of quoted) assert.ok(checkAddrSpec(address).ok, `the API takes ${address}`);
