@@ -80,7 +80,7 @@ export class TemplateRenderError extends Error {
  * (--max-body-bytes, 20 MiB), and small enough that a delivery process composing many copies at
  * once stays within its memory. steps: each chunk appended to the output (a run of text, a value,
  * a block's result) and each turn of a loop; a text that reaches partChars in chunks of five
- * characters or more fits, and a million steps render in well under a second.
+ * characters or more fits, and a render stops at a million steps in 0.15 to 0.5 s (measured).
  */
 export const RENDER_LIMITS = Object.freeze({
   /** characters of one rendered part; also what merging layouts may make of a part (domain/templates.ts) */
