@@ -312,17 +312,17 @@ internals.JavaScriptCompiler = BoundedJavaScriptCompiler;
 
 // {{#each}} (and a {{#list}} section, which Handlebars runs through it) counts each turn: a loop
 // whose body appends nothing still costs time.
-const eachHelper = engine.helpers.each as (this: unknown, context: unknown, options: Handlebars.HelperOptions) => unknown;
+const builtInEach = engine.helpers.each as (this: unknown, context: unknown, options: Handlebars.HelperOptions) => unknown;
 engine.registerHelper('each', function (this: unknown, context: unknown, options: Handlebars.HelperOptions) {
   const body = options.fn;
   // Called without a block ({{each list}}): as the engine's own, which has nothing to loop.
-  if (typeof body !== 'function') return eachHelper.call(this, context, options);
+  if (typeof body !== 'function') return builtInEach.call(this, context, options);
   // options is the engine's own object for this call: its fn is replaced, nothing else is touched.
   options.fn = function (this: unknown, ...args: Parameters<typeof body>) {
     budget.turn();
     return body.apply(this, args);
   } as typeof body;
-  return eachHelper.call(this, context, options);
+  return builtInEach.call(this, context, options);
 });
 
 // ---------------------------------------------------------------------------------------------
