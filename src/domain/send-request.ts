@@ -24,7 +24,7 @@ import {
 } from './recipients.ts';
 import { mergeLevels, type ContentLevel, type MergedContent, type TemplateLevel } from './templates.ts';
 import { parseVariableValues, variableNamesIn, type VariableValues } from './variable-values.ts';
-import { findTemplateSyntaxError, hasLoop, mergeVariables, renderVariables, TemplateRenderError } from './variables.ts';
+import { findPartSizeProblem, findTemplateSyntaxError, hasLoop, mergeVariables, renderVariables, TemplateRenderError } from './variables.ts';
 import { withFields } from './objects.ts';
 
 /** The domain of the clients' test sink: copies to it complete at acceptance, nothing is sent. */
@@ -278,9 +278,14 @@ export function subjectsAsSent(subject: string | null, global: VariableValues, c
   return { message, copies: perCopy };
 }
 
-/** Every part is rendered per recipient at delivery: one that is not valid template syntax is 412 now (docs/templates.md). */
+/**
+ * Every part is rendered per recipient at delivery: one that is not valid template syntax, or that
+ * holds {{ and is already longer than a rendered part may be, is 412 now (docs/templates.md).
+ */
 function checkTemplateSyntax(parts: ReadonlyArray<readonly [string, string | null]>): void {
   for (const [part, text] of parts) {
+    const tooLarge = findPartSizeProblem(text);
+    if (tooLarge !== null) throw new ApiError('precondition_failed', `The ${part} cannot be rendered: ${tooLarge}.`);
     const problem = findTemplateSyntaxError(text);
     if (problem !== null) throw new ApiError('precondition_failed', `The ${part} cannot be rendered: it is not valid template syntax (docs/templates.md): ${problem}`);
   }

@@ -11,8 +11,12 @@
 // Subject and From: the innermost level that has one. CSS: every level's, outermost first (so
 // inner rules win the cascade), inlined into the HTML as one <style> element.
 // {{variables}} are left in place: they are rendered per recipient at delivery (domain/variables.ts).
+// Bounded: a layout with many {{*}} under another such layout multiplies what it wraps, so the
+// size a wrap will make is computed before it is made, and over RENDER_LIMITS.partChars the merge
+// is refused (412, docs/templates.md "Limits").
 import { ApiError } from './errors.ts';
 import { checkHeaderValue } from './headers.ts';
+import { partTooLargeMessage, RENDER_LIMITS } from './variables.ts';
 
 export interface ContentLevel {
   subject: string | null;
@@ -38,10 +42,26 @@ export const MAX_LAYOUT_CHAIN = 8;
 const SLOT = /\{\{\s*\*\s*\}\}/;
 const SLOT_ALL = /\{\{\s*\*\s*\}\}/g;
 
-function wrapPart(outer: string | null, inner: string | null): string | null {
+/** The merge would make a part larger than RENDER_LIMITS.partChars: 412 naming the part and the layout. */
+export class MergedPartTooLargeError extends ApiError {
+  readonly part: 'text' | 'html';
+  constructor(part: 'text' | 'html', level: ContentLevel, chars: number) {
+    const where = 'slug' in level ? ` into template ${JSON.stringify((level as TemplateLevel).slug)}` : '';
+    super('precondition_failed', `The ${part === 'html' ? 'HTML' : 'text'} part cannot be merged${where}: ${partTooLargeMessage(chars, true)}.`);
+    this.name = 'MergedPartTooLargeError';
+    this.part = part;
+  }
+}
+
+function wrapPart(part: 'text' | 'html', level: ContentLevel, inner: string | null): string | null {
+  const outer = level[part];
   if (outer === null) return inner;
   if (!SLOT.test(outer)) return inner ?? outer;
   const filling = inner ?? '';
+  // The size first: the wrap is made only when it stays within the bound.
+  let size = outer.length;
+  for (const slot of outer.matchAll(SLOT_ALL)) size += filling.length - slot[0].length;
+  if (size > RENDER_LIMITS.partChars) throw new MergedPartTooLargeError(part, level, size);
   // A function replacement: the inner text is inserted literally ($& and the like stay as they are).
   return outer.replace(SLOT_ALL, () => filling);
 }
@@ -77,8 +97,8 @@ export function mergeLevels(levels: readonly ContentLevel[]): MergedContent {
     checkLevelHeaders(level);
     subject ??= level.subject;
     from ??= level.from;
-    text = wrapPart(level.text, text);
-    html = wrapPart(level.html, html);
+    text = wrapPart('text', level, text);
+    html = wrapPart('html', level, html);
     if (level.css !== null && level.css.trim() !== '') css.unshift(level.css);
   }
   if (html !== null) for (const rule of css) html = inlineCss(html, rule);

@@ -26,6 +26,12 @@
 //
 // Compiled once per distinct (part kind, text): the cache below is shared by every message and
 // recipient, so a message's parts compile once and each recipient only runs the compiled function.
+//
+// Bounded (docs/templates.md, "Limits"): loops within loops, or a large value substituted many
+// times, can make a small text render to gigabytes. Every render counts what it appends and how
+// many steps it takes as it goes, and stops at RENDER_LIMITS with a RenderLimitError: the
+// compiled code passes each chunk it appends to the output through `budget` (a check per chunk,
+// nothing per character), and {{#each}} counts its turns.
 import Handlebars from 'handlebars';
 import { withFields } from './objects.ts';
 
@@ -65,6 +71,42 @@ export class TemplateRenderError extends Error {
     super(message);
     this.name = 'TemplateRenderError';
   }
+}
+
+/**
+ * What rendering one text (a part, a header) may produce and do (docs/templates.md, "Limits").
+ * partChars: far above what transactional mail holds (a receipt or a notice is tens of KB; Gmail
+ * shows only the first 102 KB of an HTML part), a quarter of the default request body
+ * (--max-body-bytes, 20 MiB), and small enough that a delivery process composing many copies at
+ * once stays within its memory. steps: each chunk appended to the output (a run of text, a value,
+ * a block's result) and each turn of a loop; a text that reaches partChars in chunks of five
+ * characters or more fits, and a render stops at a million steps in 0.15 to 0.5 s (measured).
+ */
+export const RENDER_LIMITS = Object.freeze({
+  /** characters of one rendered part; also what merging layouts may make of a part (domain/templates.ts) */
+  partChars: 5 * 1024 * 1024,
+  steps: 1_000_000,
+});
+
+/** A render stopped at RENDER_LIMITS: like any TemplateRenderError, at delivery that copy fails (RENDER_FAILED). */
+export class RenderLimitError extends TemplateRenderError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RenderLimitError';
+  }
+}
+
+/** 1234567 as "1,234,567". */
+const count = (n: number) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+
+/**
+ * Why a part is over RENDER_LIMITS.partChars, for a 412 at acceptance or a copy's RENDER_FAILED:
+ * `chars` it is as given (null: it renders to more), or would be once `merged` into its layouts.
+ */
+export function partTooLargeMessage(chars: number | null, merged = false): string {
+  const limit = `${count(RENDER_LIMITS.partChars)} characters (${RENDER_LIMITS.partChars / (1024 * 1024)} MiB) one part may be (docs/templates.md, "Limits")`;
+  if (chars === null) return `it renders to more than the ${limit}`;
+  return `it ${merged ? 'would be' : 'is'} ${count(chars)} characters, more than the ${limit}`;
 }
 
 /** An engine error's message on one line (it may show the place over several). */
@@ -180,6 +222,110 @@ export function findTemplateSyntaxError(text: string | null | undefined): string
 }
 
 // ---------------------------------------------------------------------------------------------
+// The bound on one render (RENDER_LIMITS), counted as it goes. Rendering is synchronous, so one
+// budget serves every render in turn: renderVariables fills it before each.
+
+let stepsLeft = 0;
+let charsLeft = 0;
+
+function stepsExceeded(): never {
+  throw new RenderLimitError(`it takes more than ${count(RENDER_LIMITS.steps)} steps to render (loops within loops?), the most one part may take (docs/templates.md, "Limits")`);
+}
+
+/**
+ * What the compiled code calls (BoundedJavaScriptCompiler below): `out` with every chunk it
+ * appends to the output (a run of text, a value, escaped or not), `block` with a block's result
+ * (its chunks were counted inside it, so it counts as a step only), `turn` at each turn of a loop.
+ */
+const budget = {
+  out(chunk: unknown): string {
+    // The string the engine's own `buffer += chunk` would make (a value that cannot be printed throws here, as there).
+    const s = typeof chunk === 'string' ? chunk : '' + (chunk as string);
+    if ((charsLeft -= s.length) < 0) throw new RenderLimitError(partTooLargeMessage(null));
+    if (--stepsLeft < 0) stepsExceeded();
+    return s;
+  },
+  block(result: unknown): unknown {
+    if (--stepsLeft < 0) stepsExceeded();
+    return result;
+  },
+  turn(): void {
+    if (--stepsLeft < 0) stepsExceeded();
+  },
+};
+
+// Handlebars compiles a text in two passes: Compiler turns the syntax tree into opcodes, and
+// JavaScriptCompiler turns those into code, whose every append to the output goes through
+// appendToBuffer (the method Handlebars names as the one to override for other buffering). Both
+// are subclassed on this engine only: a block's append gets an opcode of its own, and every
+// append is wrapped in a call to `budget`. The compiled code is Handlebars' precompiled source,
+// made into functions here with `budget` in their scope. test/domain/templates.test.ts checks
+// every chunk is counted, so an upgrade that changes these internals fails there.
+
+interface Opcode {
+  opcode: string;
+}
+/** Each pass makes the compilers of nested blocks with `new this.compiler()`: a subclass sets it to itself. */
+interface HandlebarsCompiler {
+  compiler: unknown;
+  opcodes: Opcode[];
+  BlockStatement(block: unknown): void;
+}
+interface HandlebarsJavaScriptCompiler {
+  compiler: unknown;
+  appendToBuffer(source: unknown, location: unknown, explicit?: boolean): unknown;
+  append(): void;
+  pushSource(source: unknown): void;
+}
+type CompilerClass<T> = new () => T;
+const internals = engine as unknown as { Compiler: CompilerClass<HandlebarsCompiler>; JavaScriptCompiler: CompilerClass<HandlebarsJavaScriptCompiler> };
+
+class BoundedCompiler extends internals.Compiler {
+  override BlockStatement(block: unknown): void {
+    super.BlockStatement(block);
+    const last = this.opcodes[this.opcodes.length - 1];
+    if (last?.opcode !== 'append') throw new Error('handlebars no longer ends a block with its append opcode: see domain/variables.ts');
+    last.opcode = 'appendBlock';
+  }
+}
+BoundedCompiler.prototype.compiler = BoundedCompiler;
+
+class BoundedJavaScriptCompiler extends internals.JavaScriptCompiler {
+  declare appendingBlock: boolean | undefined;
+  override appendToBuffer(source: unknown, location: unknown, explicit?: boolean): unknown {
+    return super.appendToBuffer([this.appendingBlock ? 'budget.block(' : 'budget.out(', source, ')'], location, explicit);
+  }
+  appendBlock(): void {
+    // Text before the block is a chunk of its own: written out first (as `append` would), counted.
+    this.pushSource('');
+    this.appendingBlock = true;
+    try {
+      this.append();
+    } finally {
+      this.appendingBlock = false;
+    }
+  }
+}
+BoundedJavaScriptCompiler.prototype.compiler = BoundedJavaScriptCompiler;
+internals.Compiler = BoundedCompiler;
+internals.JavaScriptCompiler = BoundedJavaScriptCompiler;
+
+// {{#each}} (and a {{#list}} section, which Handlebars runs through it) counts each turn: a loop
+// whose body appends nothing still costs time.
+const builtInEach = engine.helpers.each as (this: unknown, context: unknown, options: Handlebars.HelperOptions) => unknown;
+engine.registerHelper('each', function (this: unknown, context: unknown, options: Handlebars.HelperOptions) {
+  const body = options.fn;
+  // Called without a block ({{each list}}): as the engine's own, which has nothing to loop.
+  if (typeof body !== 'function') return builtInEach.call(this, context, options);
+  // options is the engine's own object for this call: its fn is replaced, nothing else is touched.
+  options.fn = function (this: unknown, ...args: Parameters<typeof body>) {
+    budget.turn();
+    return body.apply(this, args);
+  } as typeof body;
+  return builtInEach.call(this, context, options);
+});
+
+// ---------------------------------------------------------------------------------------------
 // Compiling, cached by text.
 
 type Compiled = (context: unknown, options?: Handlebars.RuntimeOptions) => string;
@@ -205,12 +351,23 @@ function compiled(text: string, kind: PartKind): Compiled {
     return hit;
   }
   const ast = parse(text);
-  const fn = engine.compile(ast, { noEscape: kind !== 'html', strict: false }) as Compiled;
-  // Compile now (Handlebars compiles lazily on first call): errors belong to parsing, not delivery.
+  let fn: Compiled;
+  try {
+    // As Handlebars' own compile makes its functions (from the same source), with `budget` in scope.
+    const source = engine.precompile(ast, { noEscape: kind !== 'html', strict: false }) as unknown as string;
+    const spec = new Function('budget', `return ${source};`)(budget) as Parameters<typeof engine.template>[0];
+    fn = engine.template(spec) as Compiled;
+  } catch (error) {
+    throw new TemplateSyntaxError(String((error as Error).message ?? error));
+  }
+  // Rendered once without values: what fails even so ({{each list}} without a block) is the text's
+  // fault, found at parsing, not at delivery. Passing a limit is not (the real render reports it).
+  stepsLeft = RENDER_LIMITS.steps;
+  charsLeft = RENDER_LIMITS.partChars;
   try {
     fn({});
   } catch (error) {
-    throw new TemplateSyntaxError(String((error as Error).message ?? error));
+    if (!(error instanceof RenderLimitError)) throw new TemplateSyntaxError(String((error as Error).message ?? error));
   }
   cache.set(text, fn);
   cachedCount += 1;
@@ -255,13 +412,16 @@ export interface RenderOptions {
 /**
  * Renders a text with variables. Throws TemplateSyntaxError for a text that is not valid syntax
  * (acceptance refuses those first, with findTemplateSyntaxError), TemplateRenderError for values
- * it cannot be rendered with.
+ * it cannot be rendered with, RenderLimitError (one of those) as soon as the render passes
+ * RENDER_LIMITS. A text without {{ is not rendered: it is returned as it is, whatever its length.
  */
 export function renderVariables(text: string, variables: Variables, options: RenderOptions = {}): string {
   const kind = options.kind ?? 'text';
   if (options.syntax === 'legacy') return renderLegacyVariables(text, variables);
   if (!text.includes('{{')) return text;
   const fn = compiled(text, kind);
+  stepsLeft = RENDER_LIMITS.steps;
+  charsLeft = RENDER_LIMITS.partChars;
   const onMissing = options.onMissing;
   const helpers = onMissing
     ? {
@@ -276,8 +436,18 @@ export function renderVariables(text: string, variables: Variables, options: Ren
   try {
     return fn(contextOf(variables), helpers ? { helpers } : undefined);
   } catch (error) {
+    if (error instanceof RenderLimitError) throw error;
     throw new TemplateRenderError(oneLine(error));
   }
+}
+
+/**
+ * Null when a part may go on to be rendered, else why not (for a 412): a part that holds {{ and is
+ * longer than RENDER_LIMITS.partChars as given would render past it (docs/templates.md, "Limits").
+ */
+export function findPartSizeProblem(text: string | null | undefined): string | null {
+  if (typeof text !== 'string' || text.length <= RENDER_LIMITS.partChars || !text.includes('{{')) return null;
+  return partTooLargeMessage(text.length);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -285,11 +455,18 @@ export function renderVariables(text: string, variables: Variables, options: Ren
 
 const LEGACY_VARIABLE = /\{\{\s*([^{}*][^{}]*?)\s*\}\}/g;
 
-/** {{name}} replaced by the value (as given, no escaping), missing names by ''. */
+/**
+ * {{name}} replaced by the value (as given, no escaping), missing names by ''. Bounded like the
+ * language (RENDER_LIMITS.partChars): the size is counted at each substitution.
+ */
 export function renderLegacyVariables(text: string, variables: Variables): string {
-  return text.replace(LEGACY_VARIABLE, (_m, name: string) => {
+  let size = text.length;
+  return text.replace(LEGACY_VARIABLE, (m: string, name: string) => {
     const value = variables[name];
-    return value === undefined || value === null ? '' : typeof value === 'object' ? JSON.stringify(value) : String(value);
+    const s = value === undefined || value === null ? '' : typeof value === 'object' ? JSON.stringify(value) : String(value);
+    size += s.length - m.length;
+    if (size > RENDER_LIMITS.partChars) throw new RenderLimitError(partTooLargeMessage(null));
+    return s;
   });
 }
 

@@ -8,7 +8,7 @@
 import { ApiError } from '../domain/errors.ts';
 import { deliveredAddressOf, parsePayload, scheduledSendAt, type MessagePayload } from '../domain/message-payload.ts';
 import { readMimeContent, type MimeContent } from '../domain/mime-content.ts';
-import { mergeVariables, type PartKind, type Variables } from '../domain/variables.ts';
+import { mergeVariables, TemplateRenderError, type PartKind, type Variables } from '../domain/variables.ts';
 import { addressedMime, composeMime, payloadRenderer } from '../domain/compose-mime.ts';
 import type { Services } from '../services.ts';
 import {
@@ -198,20 +198,36 @@ export async function getMessageContent(services: Services, message: Message, re
   const variables = variablesFor(payload, copy);
   // As delivery renders them (domain/compose-mime.ts): the HTML part HTML-escaped, the message's syntax.
   const renderAs = payloadRenderer(payload, variables);
-  const render = (t: string | null, kind?: PartKind) => renderAs(t, kind) ?? null;
-  const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(payload.headers ?? {})) headers[name] = renderAs(value)!;
-  return {
-    subject: render(payload.subject),
-    from: render(payload.from),
-    headers,
-    text: render(payload.text, 'text'),
-    html: render(payload.html, 'html'),
-    attachments: (payload.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.contentType, sizeBytes: base64Bytes(a.content) })),
-    renderedFor: copy?.recipient ?? null,
-    deliveredTo: deliveredAddress(payload, copy),
-    messageId: payload.messageId,
-  };
+  const render = (t: string | null, kind: PartKind, part: string) => renderAs(t, kind, part) ?? null;
+  return asShown(message, copy, () => {
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(payload.headers ?? {})) headers[name] = renderAs(value, 'header', `${name} header`)!;
+    return {
+      subject: render(payload.subject, 'header', 'Subject header'),
+      from: render(payload.from, 'header', 'From header'),
+      headers,
+      text: render(payload.text, 'text', 'text part'),
+      html: render(payload.html, 'html', 'HTML part'),
+      attachments: (payload.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.contentType, sizeBytes: base64Bytes(a.content) })),
+      renderedFor: copy?.recipient ?? null,
+      deliveredTo: deliveredAddress(payload, copy),
+      messageId: payload.messageId,
+    };
+  });
+}
+
+/**
+ * A copy whose content cannot be rendered with its variables (delivery failed it with
+ * RENDER_FAILED: a value that cannot be printed, a render past the limits of docs/templates.md)
+ * cannot be shown as received either: a 412 that says why, not a defect.
+ */
+async function asShown<T>(message: Message, copy: Transmission | undefined, show: () => T | Promise<T>): Promise<T> {
+  try {
+    return await show();
+  } catch (error) {
+    if (!(error instanceof TemplateRenderError)) throw error;
+    throw new ApiError('precondition_failed', `Message ${message.uid} cannot be shown${copy ? ` as composed for ${copy.recipient}` : ''}: ${error.message}`);
+  }
 }
 
 /** The copy to this exact address (any of the message's, not only a first page), or the first copy. */
@@ -279,7 +295,7 @@ export async function getMessageSource(services: Services, message: Message, rec
   const payload = parsePayload(message.payload);
   const copy = await findCopy(services, message, recipient);
   if (recipient && !copy) throw new ApiError('not_found', `Message ${message.uid} has no recipient ${recipient}.`);
-  const composed = await composeMime(payload, variablesFor(payload, copy), { date: new Date(Number(message.created_at)) });
+  const composed = await asShown(message, copy, () => composeMime(payload, variablesFor(payload, copy), { date: new Date(Number(message.created_at)) }));
   if (!copy) return { recipient: null, deliveredTo: null, mime: composed.mime };
   const address = deliveredAddressOf(payload, copy.recipient);
   const parts = addressedMime(composed, address, copy.recipient_name);

@@ -8,8 +8,8 @@
 // `template` (unsaved fields from an editor, whose `parent` names its layout), then the stored
 // chain of `slug` or of `template.parent`.
 import { ApiError } from '../domain/errors.ts';
-import { MAX_LAYOUT_CHAIN, checkLayoutChain, mergeLevels, type ContentLevel } from '../domain/templates.ts';
-import { findTemplateSyntaxError, missingPathsIn, renderVariables, type PartKind, type Variables, type VariableValue } from '../domain/variables.ts';
+import { MAX_LAYOUT_CHAIN, MergedPartTooLargeError, checkLayoutChain, mergeLevels, type ContentLevel } from '../domain/templates.ts';
+import { TemplateRenderError, findPartSizeProblem, findTemplateSyntaxError, missingPathsIn, renderVariables, type PartKind, type Variables, type VariableValue } from '../domain/variables.ts';
 import type { Services } from '../services.ts';
 import type { Project } from '../storage/schema.ts';
 import { findTemplateChain } from '../storage/template-layouts.ts';
@@ -92,28 +92,38 @@ export async function previewTemplate(services: Services, project: Project, inpu
   try {
     merged = mergeLevels(levels);
   } catch (error) {
+    // A part the layouts would make too large is that part's problem; the others are the chain's.
+    if (error instanceof MergedPartTooLargeError) return { ...empty, errors: { [error.part]: error.message } };
     if (!(error instanceof ApiError)) throw error;
     return { ...empty, errors: { template: error.message } };
   }
   for (const [field, text] of Object.entries(merged)) {
-    const problem = findTemplateSyntaxError(text);
+    const problem = findPartSizeProblem(text) ?? findTemplateSyntaxError(text);
     if (problem !== null) errors[field] = problem;
   }
   if (Object.keys(errors).length > 0) return { ...empty, errors };
 
+  // Rendered as delivery renders, within the same limits (docs/templates.md, "Limits"): what
+  // stops a render is that part's error, as it would fail the copy at delivery.
   const missing = new Set<string>();
-  const render = (s: string | null, kind: PartKind) => {
+  const render = (field: string, s: string | null, kind: PartKind) => {
     if (s === null) return null;
-    const rendered = renderVariables(s, variables as Variables, { kind, syntax: 'handlebars', onMissing: (name) => missing.add(name) });
-    for (const path of missingPathsIn(s, variables as Variables)) missing.add(path);
-    return rendered;
+    try {
+      const rendered = renderVariables(s, variables as Variables, { kind, syntax: 'handlebars', onMissing: (name) => missing.add(name) });
+      for (const path of missingPathsIn(s, variables as Variables)) missing.add(path);
+      return rendered;
+    } catch (error) {
+      if (!(error instanceof TemplateRenderError)) throw error;
+      errors[field] = `cannot be rendered with these variables: ${error.message}`;
+      return null;
+    }
   };
-  return {
-    subject: render(merged.subject, 'header'),
-    from: render(merged.from, 'header'),
-    text: render(merged.text, 'text'),
-    html: render(merged.html, 'html'),
-    errors,
-    missing: [...missing],
+  const rendered = {
+    subject: render('subject', merged.subject, 'header'),
+    from: render('from', merged.from, 'header'),
+    text: render('text', merged.text, 'text'),
+    html: render('html', merged.html, 'html'),
   };
+  if (Object.keys(errors).length > 0) return { ...empty, errors };
+  return { ...rendered, errors, missing: [...missing] };
 }

@@ -102,6 +102,12 @@ describe('operations commands', () => {
     assert.equal(human.code, 0, human.stderr);
     assert.match(human.stdout, /^Subject: Hi Ada$/m);
     assert.equal(run('template', 'push', path.join(dir, 'bad.exe'), '--project', projectUid).code, 1, 'a missing file fails');
+    // Loops within loops stop at the limits of docs/templates.md ("Limits"): the part's error, exit 1.
+    fs.writeFileSync(path.join(dir, 'loops.txt'), '{{#each a}}{{#each ../a}}{{#each ../../a}}x{{/each}}{{/each}}{{/each}}');
+    assert.deepEqual(json('template', 'push', path.join(dir, 'loops.txt'), '--project', projectUid), [{ slug: 'loops', action: 'created' }]);
+    const loops = run('template', 'render', 'loops', '--variables', JSON.stringify({ a: Array.from({ length: 300 }, (_, i) => i) }), '--project', projectUid);
+    assert.equal(loops.code, 1, loops.stderr);
+    assert.match(loops.stdout, /^error in text: cannot be rendered with these variables: it takes more than 1,000,000 steps to render/m);
   });
 
   it('domain add, zone, check (DNS unreachable: incomplete, exit 1), list', () => {

@@ -324,6 +324,10 @@ describe('dashboard over HTTP', () => {
     assert.deepEqual(p.errors, {});
     const missing = await preview({ subject: 'x', parent: 'no-such-layout' });
     assert.ok(missing.errors.parent);
+    // Loops within loops stop at the limits of docs/templates.md ("Limits"): the field's error.
+    const loops = await preview({ text: '{{#each a}}{{#each ../a}}{{#each ../../a}}x{{/each}}{{/each}}{{/each}}', variables: JSON.stringify({ a: Array.from({ length: 300 }, (_, i) => i) }) });
+    assert.equal(loops.text, null);
+    assert.match(loops.errors.text, /^cannot be rendered with these variables: it takes more than 1,000,000 steps to render/);
     const frame = await client.post('/templates/~preview', { project: seed.projectUid, html: '<p>Dear {{name}}</p>', variables: '{"name":"Grace"}' });
     assert.equal(frame.text, '<p>Dear Grace</p>');
     assert.match(frame.headers.get('content-security-policy') ?? '', /^sandbox;/);

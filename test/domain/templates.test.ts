@@ -116,3 +116,112 @@ describe('the template language (docs/templates.md)', () => {
     assert.deepEqual(variableNamesIn('{{#if vip}}{{a.b}}{{/if}}{{#each items}}{{n}}{{/each}}{{lookup x y}}{{[first name]}}'), ['vip', 'a', 'items', 'x', 'y', 'first name']);
   });
 });
+
+describe('the bounds of rendering and merging (docs/templates.md, "Limits")', () => {
+  const load = () => import('../../src/domain/variables.ts');
+  const MiB = 1024 * 1024;
+
+  it('a rendered part is at most RENDER_LIMITS.partChars: every chunk counts once, text, values, items, blocks\' contents', async () => {
+    const { renderVariables, RENDER_LIMITS, RenderLimitError } = await load();
+    assert.equal(RENDER_LIMITS.partChars, 5 * MiB);
+    // Text, an escaped value, a raw value, a value inside {{#if}}, two items of {{#each}}, a {{#with}}: 1+5+5+1+2+1 characters around `big`.
+    const text = 'x{{e}}{{{r}}}{{#if c}}y{{/if}}{{#each l}}{{this}}{{/each}}{{#with w}}{{z}}{{/with}}{{big}}';
+    const values = (bigChars: number) => ({ e: '<a&b>', r: '<a&b>', c: true, l: ['1', 2], w: { z: '!' }, big: 'b'.repeat(bigChars) });
+    const fixed = 1 + '&lt;a&amp;b&gt;'.length + 5 + 1 + 2 + 1;
+    const exact = renderVariables(text, values(RENDER_LIMITS.partChars - fixed), { kind: 'html' });
+    assert.equal(exact.length, RENDER_LIMITS.partChars, 'exactly at the bound renders (a block\'s result is not counted twice)');
+    assert.throws(
+      () => renderVariables(text, values(RENDER_LIMITS.partChars - fixed + 1), { kind: 'html' }),
+      (e: Error) => e instanceof RenderLimitError && /^it renders to more than the 5,242,880 characters \(5 MiB\) one part may be \(docs\/templates\.md, "Limits"\)$/.test(e.message),
+    );
+  });
+
+  it('stops as it goes: a large value in a long loop fails at the chunk that passes the bound', async () => {
+    const { renderVariables, RenderLimitError } = await load();
+    // 10,000 turns of an escaped 1 MiB value would be 10 GiB escaped, one MiB at a time; the sixth turn passes 5 MiB.
+    const big = '<'.repeat(MiB);
+    const turns = Array.from({ length: 10_000 }, (_, i) => i);
+    const tooLarge = (e: Error) => e instanceof RenderLimitError && /^it renders to more than the 5,242,880 characters/.test(e.message);
+    const started = process.hrtime.bigint();
+    assert.throws(() => renderVariables('{{#each turns}}{{../big}}{{/each}}', { turns, big }, { kind: 'html' }), tooLarge);
+    // The same without escaping, and substituted many times without a loop.
+    assert.throws(() => renderVariables('{{#each turns}}{{../big}}{{/each}}', { turns, big }, { kind: 'text' }), tooLarge);
+    assert.throws(() => renderVariables('{{big}}'.repeat(10_000), { big }), tooLarge);
+    const ms = Number(process.hrtime.bigint() - started) / 1e6;
+    assert.ok(ms < 20_000, `stopped early (${ms} ms)`);
+  });
+
+  it('a render takes at most RENDER_LIMITS.steps: loops within loops stop early, even when they append nothing', async () => {
+    const { renderVariables, RENDER_LIMITS, RenderLimitError } = await load();
+    assert.equal(RENDER_LIMITS.steps, 1_000_000);
+    const a = Array.from({ length: 300 }, (_, i) => i);
+    const steps = (e: Error) => e instanceof RenderLimitError && /^it takes more than 1,000,000 steps to render \(loops within loops\?\), the most one part may take/.test(e.message);
+    // n³ = 27,000,000 turns, 27 MB of output: stopped at the millionth step.
+    assert.throws(() => renderVariables('{{#each a}}{{#each ../a}}{{#each ../../a}}x{{/each}}{{/each}}{{/each}}', { a }), steps);
+    // Nothing appended inside, and a mustache-style section ({{#a}}), which loops the same way.
+    assert.throws(() => renderVariables('{{#each a}}{{#each ../a}}{{#each ../../a}}{{/each}}{{/each}}{{/each}}', { a }), steps);
+    assert.throws(() => renderVariables('{{#a}}{{#../a}}{{#../../a}}{{/../../a}}{{/../a}}{{/a}}', { a }), steps);
+    // Over an object's keys too; a body of many appends that renders nothing still counts each one.
+    const o = Object.fromEntries(a.map((i) => [`k${i}`, i]));
+    assert.throws(() => renderVariables('{{#each o}}{{#each ../o}}{{#each ../../o}}{{/each}}{{/each}}{{/each}}', { o }), steps);
+    assert.throws(() => renderVariables(`{{#each big}}${'{{none}}'.repeat(200)}{{/each}}`, { big: Array.from({ length: 10_000 }, () => 0) }), steps);
+    // What real mail does fits: 10,000 order lines of several values each.
+    const lines = Array.from({ length: 10_000 }, (_, i) => ({ title: `Item ${i}`, qty: i, price: '1.00' }));
+    const receipt = renderVariables('{{#each lines}}<tr><td>{{title}}</td><td>{{qty}}</td><td>{{price}}</td>{{#if @last}}.{{/if}}</tr>{{/each}}', { lines }, { kind: 'html' });
+    assert.match(receipt, /^<tr><td>Item 0<\/td><td>0<\/td><td>1\.00<\/td><\/tr>[\s\S]*Item 9999<\/td><td>9999<\/td><td>1\.00<\/td>\.<\/tr>$/);
+  });
+
+  it('each render starts with the whole budget; a value that cannot be printed is still what it was', async () => {
+    const { renderVariables, RenderLimitError, TemplateRenderError } = await load();
+    const a = Array.from({ length: 300 }, (_, i) => i);
+    assert.throws(() => renderVariables('{{#each a}}{{#each ../a}}{{#each ../../a}}x{{/each}}{{/each}}{{/each}}', { a }), (e: Error) => e instanceof RenderLimitError);
+    assert.equal(renderVariables('{{#each a}}{{#each ../a}}x{{/each}}{{/each}}', { a }).length, 90_000);
+    assert.throws(
+      () => renderVariables('You ordered {{item}}.', { item: { toString: 'x' } }),
+      (e: Error) => e instanceof TemplateRenderError && !(e instanceof RenderLimitError) && e.message === 'Cannot convert object to primitive value',
+    );
+    // Each value becomes text on its own: two numbers side by side are two numbers, not their sum.
+    assert.equal(renderVariables('{{a}}{{b}}', { a: 1, b: 2 }), '12');
+  });
+
+  it('the legacy renderer is bounded the same way', async () => {
+    const { renderVariables, RenderLimitError } = await load();
+    assert.equal(renderVariables('{{a}}'.repeat(5), { a: 'x'.repeat(MiB) }, { syntax: 'legacy' }).length, 5 * MiB);
+    assert.throws(
+      () => renderVariables('{{a}}'.repeat(10_000), { a: 'x'.repeat(MiB) }, { syntax: 'legacy' }),
+      (e: Error) => e instanceof RenderLimitError && /^it renders to more than the 5,242,880 characters/.test(e.message),
+    );
+  });
+
+  it('a part that holds {{ and is already longer than the bound is found before it is rendered', async () => {
+    const { findPartSizeProblem, RENDER_LIMITS } = await load();
+    assert.equal(findPartSizeProblem(`{{name}}${'x'.repeat(RENDER_LIMITS.partChars - 8)}`), null);
+    assert.match(findPartSizeProblem(`{{name}}${'x'.repeat(RENDER_LIMITS.partChars)}`)!, /^it is 5,242,888 characters, more than the 5,242,880 characters \(5 MiB\) one part may be/);
+    // Without {{ it is not rendered at all: sent as given.
+    assert.equal(findPartSizeProblem('x'.repeat(RENDER_LIMITS.partChars + 1)), null);
+    assert.equal(findPartSizeProblem(null), null);
+  });
+
+  it('layouts may not make a part larger than the bound: the size is computed before the merge, 412 naming the part and the layout', async () => {
+    const { RENDER_LIMITS } = await load();
+    const { MergedPartTooLargeError } = await import('../../src/domain/templates.ts');
+    const slots = '{{*}}'.repeat(100);
+    const chain = [tpl('lay_c', 'lay_b', { text: slots }), tpl('lay_b', 'lay_a', { text: slots }), tpl('lay_a', null, { text: slots, html: `<div>${slots}</div>` })];
+    for (const chars of [100, 200, 1000]) {
+      assert.throws(
+        () => mergeLevels([level({ text: 'x'.repeat(chars) }), ...chain]),
+        (e: ApiError) =>
+          e instanceof MergedPartTooLargeError &&
+          e.status === 'precondition_failed' &&
+          e.part === 'text' &&
+          new RegExp(`^The text part cannot be merged into template "lay_${chars === 1000 ? 'b' : 'a'}": it would be ${(chars * (chars === 1000 ? 10_000 : 1_000_000)).toLocaleString('en-US')} characters, more than the 5,242,880 characters \\(5 MiB\\) one part may be`).test(e.message),
+      );
+    }
+    // The HTML part likewise, named as such.
+    assert.throws(() => mergeLevels([level({ html: 'x'.repeat(600) }), tpl('a', 'b', { html: slots }), tpl('b', null, { html: slots })]), (e: InstanceType<typeof MergedPartTooLargeError>) => e.part === 'html' && /^The HTML part cannot be merged into template "b"/.test(e.message));
+    // Exactly at the bound merges.
+    const half = RENDER_LIMITS.partChars / 2;
+    assert.equal(mergeLevels([level({ text: 'x'.repeat(half) }), level({ text: '{{*}}{{ * }}' })]).text!.length, RENDER_LIMITS.partChars);
+    assert.throws(() => mergeLevels([level({ text: 'x'.repeat(half + 1) }), level({ text: '{{*}}{{ * }}' })]), (e: Error) => e instanceof MergedPartTooLargeError);
+  });
+});
