@@ -118,7 +118,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'databaseUrl', flag: 'database-url', env: 'DATABASE_URL', kind: 'string', doc: 'sqlite:///path/file.db or postgres://... (overrides --data for the database).', check: checkDatabaseUrl },
   { key: 'tlsCert', flag: 'tls-cert', env: 'POSTHORN_TLS_CERT', kind: 'string', doc: 'PEM certificate file: serve HTTPS.' },
   { key: 'tlsKey', flag: 'tls-key', env: 'POSTHORN_TLS_KEY', kind: 'string', doc: 'PEM private key file for --tls-cert.' },
-  { key: 'mailerHost', flag: 'mailer-host', env: 'POSTHORN_MAILER_HOST', kind: 'string', doc: 'Host part of Message-IDs and history unique_id, and of the sample templates\' From (default: the machine hostname, with .localdomain added when it has no dot). Set it to your sending host name.' },
+  { key: 'mailerHost', flag: 'mailer-host', env: 'POSTHORN_MAILER_HOST', kind: 'string', doc: 'Host part of Message-IDs and history unique_id, and of noreply@HOST, the From of a message that names none in a project that sets no default_from (resolved when the message is accepted; default: the machine hostname, with .localdomain added when it has no dot). Set it to your sending host name.' },
   { key: 'publicUrl', flag: 'public-url', env: 'POSTHORN_PUBLIC_URL', kind: 'string', doc: 'Public base URL of this service (message urls, tracking links). Default http(s)://host:port, which only this machine reaches: while a project tracks opens and clicks, a process with the worker role warns at start until it is set (docs/tracking.md).', check: checkHttpUrl },
   { key: 'role', flag: 'role', env: 'POSTHORN_ROLE', kind: 'string', doc: 'all | api | worker: which parts this process runs (default all).', check: (v: string) => (ROLES.includes(v) ? null : `must be one of ${ROLES.join(', ')}, got "${v}"`) },
   { key: 'processes', flag: 'processes', env: 'POSTHORN_PROCESSES', kind: 'int', doc: 'serve --role all: 1 runs everything in one process; 2 starts and supervises a delivery process and the API processes (--api-processes) on the same database (default: 2 with 2 or more cores, else 1).', min: 1, max: 2 },
@@ -402,7 +402,7 @@ export function parseConfig(
   const config = out as unknown as Config;
   if ((config.tlsCert === null) !== (config.tlsKey === null)) throw new ConfigError('--tls-cert and --tls-key go together');
   config.data = path.resolve(config.data);
-  // Message-IDs and the sample templates' From use this host: it must be a fully qualified name,
+  // Message-IDs and the default From (noreply@) use this host: it must be a fully qualified name,
   // which a container's bare hostname ("vm", "a1b2c3") is not.
   config.mailerHost ??= defaultMailerHost(os.hostname());
   config.ehloName ??= config.mailerHost;
