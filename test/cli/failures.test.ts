@@ -196,6 +196,7 @@ describe('posthorn CLI failures and read-only commands', () => {
     assertOneLine(run(['migrate', '--relay', 'mail.example.com:25']), 2, /--relay must be a URL like smtp:/);
     assertOneLine(run(['migrate', '--workers', '-1']), 2, /--workers expects a whole number/);
     assertOneLine(run(['migrate', '--lease-ms', '0']), 2, /--lease-ms must be between 1 and/);
+    assertOneLine(run(['serve', '--watchdog-ms', '500']), 2, /--watchdog-ms must be 0 \(never\) or at least 1000, got 500/);
     assertNothingCreated();
   });
 
