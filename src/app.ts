@@ -87,6 +87,8 @@ export async function startApp(config: Readonly<Config>, opts: AppOptions = {}):
         await service.start();
         background.push(service);
       }
+      // The process that writes tracking links says once, at start, when readers cannot follow them.
+      await warnOfUnreachableTracking(services);
     }
     if (config.role !== 'worker') {
       const { buildHttpServer } = await import('./http/server.ts');
@@ -109,6 +111,22 @@ export async function startApp(config: Readonly<Config>, opts: AppOptions = {}):
     background,
     close: () => (closing ??= closeAll(services, http, background)),
   };
+}
+
+/**
+ * One warning when tracking is on while --public-url names this machine alone (docs/tracking.md):
+ * the links and the pixel would point at an address no reader reaches. Only a process with the
+ * worker role asks, as it writes the links, so a serve with several processes says it once. A
+ * database that cannot answer now only leaves the warning out.
+ */
+async function warnOfUnreachableTracking(services: Services): Promise<void> {
+  const { unreachableTrackingProblem } = await import('./operations/tracking.ts');
+  try {
+    const problem = await unreachableTrackingProblem(services);
+    if (problem) services.log.warn({ public_url: services.config.publicUrl }, problem);
+  } catch (error) {
+    services.log.debug({ err: error }, 'could not check whether tracking links are reachable');
+  }
 }
 
 async function closeAll(services: Services, http: FastifyInstance | null, background: BackgroundService[]): Promise<void> {

@@ -47,6 +47,8 @@ export interface Config {
   processes: number | null;
   /** serve --role all or api: how many API processes share --port; null = by the database and the cores (docs/operations.md) */
   apiProcesses: number | null;
+  /** serve's supervisor: a process of its own silent this long is killed and restarted; 0 never (docs/operations.md) */
+  watchdogMs: number;
   logLevel: string;
   secretKey: string | null;
   maxBodyBytes: number;
@@ -118,11 +120,12 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'databaseUrl', flag: 'database-url', env: 'DATABASE_URL', kind: 'string', doc: 'sqlite:///path/file.db or postgres://... (overrides --data for the database).', check: checkDatabaseUrl },
   { key: 'tlsCert', flag: 'tls-cert', env: 'POSTHORN_TLS_CERT', kind: 'string', doc: 'PEM certificate file: serve HTTPS.' },
   { key: 'tlsKey', flag: 'tls-key', env: 'POSTHORN_TLS_KEY', kind: 'string', doc: 'PEM private key file for --tls-cert.' },
-  { key: 'mailerHost', flag: 'mailer-host', env: 'POSTHORN_MAILER_HOST', kind: 'string', doc: 'Host part of Message-IDs and history unique_id, and of the sample templates\' From (default: the machine hostname, with .localdomain added when it has no dot). Set it to your sending host name.' },
-  { key: 'publicUrl', flag: 'public-url', env: 'POSTHORN_PUBLIC_URL', kind: 'string', doc: 'Public base URL of this service (message urls, tracking links). Default http(s)://host:port.', check: checkHttpUrl },
+  { key: 'mailerHost', flag: 'mailer-host', env: 'POSTHORN_MAILER_HOST', kind: 'string', doc: 'Host part of Message-IDs and history unique_id, and of noreply@HOST, the From of a message that names none in a project that sets no default_from (resolved when the message is accepted; default: the machine hostname, with .localdomain added when it has no dot). Set it to your sending host name.' },
+  { key: 'publicUrl', flag: 'public-url', env: 'POSTHORN_PUBLIC_URL', kind: 'string', doc: 'Public base URL of this service (message urls, tracking links). Default http(s)://host:port, which only this machine reaches: while a project tracks opens and clicks, a process with the worker role warns at start until it is set (docs/tracking.md).', check: checkHttpUrl },
   { key: 'role', flag: 'role', env: 'POSTHORN_ROLE', kind: 'string', doc: 'all | api | worker: which parts this process runs (default all).', check: (v: string) => (ROLES.includes(v) ? null : `must be one of ${ROLES.join(', ')}, got "${v}"`) },
   { key: 'processes', flag: 'processes', env: 'POSTHORN_PROCESSES', kind: 'int', doc: 'serve --role all: 1 runs everything in one process; 2 starts and supervises a delivery process and the API processes (--api-processes) on the same database (default: 2 with 2 or more cores, else 1).', min: 1, max: 2 },
   { key: 'apiProcesses', flag: 'api-processes', env: 'POSTHORN_API_PROCESSES', kind: 'int', doc: 'serve --role all or api: how many API processes share --port, started and supervised by serve (connections handed out in turn). Default on SQLite: with --role all one per core less one, the delivery process\'s (so 1 on 2 cores; as many as the cores or more run at a lower CPU priority than the delivery process, which keeps its core when both are busy), with --role api one per core; on PostgreSQL 1 (run more behind a load balancer, or set it). With --role all, more than 1 also starts the delivery process of its own on PostgreSQL; ignored with --processes 1 and --role worker.', min: 1, max: 64 },
+  { key: 'watchdogMs', flag: 'watchdog-ms', env: 'POSTHORN_WATCHDOG_MS', kind: 'int', doc: 'serve with several processes: the supervisor pings each process it started every few seconds, and one that has not answered for this long (stopped, or its event loop blocked) is logged, killed (SIGKILL) and restarted like one that died (default 60000; 0: never).', check: (v: number) => (v !== 0 && v < 1000 ? `must be 0 (never) or at least 1000, got ${v}` : null) },
   { key: 'logLevel', flag: 'log-level', env: 'LOG_LEVEL', kind: 'string', doc: 'pino log level (default info).', check: (v: string) => (LOG_LEVELS.includes(v) ? null : `must be one of ${LOG_LEVELS.join(', ')}, got "${v}"`) },
   { key: 'secretKey', flag: 'secret-key', env: 'POSTHORN_SECRET_KEY', kind: 'string', doc: 'Key that encrypts stored secrets (mailbox passwords, DKIM keys). Default: a key generated into <data>/secret.key. Set it for multi-host deployments.' },
   { key: 'maxBodyBytes', flag: 'max-body-bytes', env: 'POSTHORN_MAX_BODY_BYTES', kind: 'int', doc: 'Largest accepted request body (default 20971520 = 20 MiB); larger gets 413 payload_too_large.', min: 1 },
@@ -261,6 +264,7 @@ const DEFAULTS = {
   role: 'all',
   processes: null,
   apiProcesses: null,
+  watchdogMs: 60_000,
   logLevel: 'info',
   secretKey: null,
   maxBodyBytes: 20 * 1024 * 1024,
@@ -402,7 +406,7 @@ export function parseConfig(
   const config = out as unknown as Config;
   if ((config.tlsCert === null) !== (config.tlsKey === null)) throw new ConfigError('--tls-cert and --tls-key go together');
   config.data = path.resolve(config.data);
-  // Message-IDs and the sample templates' From use this host: it must be a fully qualified name,
+  // Message-IDs and the default From (noreply@) use this host: it must be a fully qualified name,
   // which a container's bare hostname ("vm", "a1b2c3") is not.
   config.mailerHost ??= defaultMailerHost(os.hostname());
   config.ehloName ??= config.mailerHost;

@@ -54,11 +54,15 @@ class DeclaredFlags implements CommandFlags {
   }
 }
 
-/** The usage line of a command or of one of its subcommands, without its description. */
+/**
+ * The usage of a command or of one of its subcommands, without its description: its line, or its
+ * own part of a line that gives several (`account disable UID | account enable UID`).
+ */
 function usageOf(command: CliCommand, sub: string | undefined): string {
   const words = sub === undefined ? command.name : `${command.name} ${sub}`;
-  const line = command.usage.find((l) => l === words || l.startsWith(`${words} `) || l.includes(`| ${words} `) || l.endsWith(`| ${words}`)) ?? command.usage[0];
-  return `posthorn ${line.split(/\s{3,}/)[0]}`;
+  const forms = command.usage.flatMap((line) => line.split(/\s{3,}/)[0].split(` | ${command.name} `).map((f, i) => (i === 0 ? f : `${command.name} ${f}`)));
+  const form = forms.find((f) => f === words || f.startsWith(`${words} `)) ?? command.usage[0].split(/\s{3,}/)[0];
+  return `posthorn ${form}`;
 }
 
 async function known<T>(value: Known<T>): Promise<T> {

@@ -48,6 +48,7 @@ const serve: Command = async ({ config }) => {
     if (config.role === 'worker') receiveWakes(app.services.store);
     if (process.env[API_SIBLINGS_ENV] === '1') await gatherSiblingMetrics(app.services);
     stopSharing = await shareRateLimits(app.services);
+    answerPings();
     process.send!({ type: 'ready', role: config.role, url: app.url, background });
     log.info({ url: app.url, role: config.role, background }, 'posthorn process is running');
   } else {
@@ -71,6 +72,17 @@ const serve: Command = async ({ config }) => {
   if (supervised) process.disconnect?.();
   return 0;
 };
+
+/**
+ * The supervisor's watchdog (cli/supervisor.ts, --watchdog-ms): each ping is answered from this
+ * event loop, so a process whose loop is blocked, or that is stopped, does not answer, and is
+ * killed and restarted (docs/operations.md, "Processes").
+ */
+function answerPings(): void {
+  process.on('message', (raw) => {
+    if ((raw as SupervisorMessage)?.type === 'ping' && process.connected) process.send!({ type: 'pong' } satisfies SupervisorMessage, () => {});
+  });
+}
 
 /** The part of the store wake-ups go through (the edge names no storage module, test/architecture.test.ts). */
 interface WakeBus {

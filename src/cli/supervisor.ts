@@ -4,7 +4,8 @@
 // the API processes' wake-ups to the delivery process (SQLite has no LISTEN/NOTIFY: without the
 // relay the delivery process would find new mail only at its next poll), gathers the API
 // processes' metrics (the delivery process's with them) for /metrics, and tells the API processes
-// the delivery process's state for their /readyz.
+// the delivery process's state for their /readyz, and kills and restarts a process that stops
+// answering (the watchdog: --watchdog-ms).
 //
 // Several API processes share --port as Node's cluster shares it: this process holds the listening
 // socket and hands each new connection to the next API process in turn (round robin; the kernel's
@@ -13,7 +14,9 @@
 // Invariants: a child never outlives the supervisor (each child exits at once when its IPC channel
 // closes, which happens however the supervisor ends, kill -9 included); a child that fails before
 // it is ready ends the command with its exit code (a port in use, a bad database), so start-up
-// errors are as visible as with one process.
+// errors are as visible as with one process; a child that is ready answers the supervisor's pings
+// from its event loop, or is killed and restarted once --watchdog-ms has passed without an answer
+// (docs/operations.md, "Processes").
 import { fork, type ChildProcess } from 'node:child_process';
 import cluster from 'node:cluster';
 import { readdirSync } from 'node:fs';
@@ -38,7 +41,10 @@ export type SupervisorMessage =
   | { type: 'rate-taken'; taken: Array<[string, number]> }
   // To each API process, whenever it changes and when the API process is ready: the delivery
   // process's state as /readyz reports it (observability/readiness.ts, docs/operations.md "Health").
-  | { type: 'delivery-state'; state: string };
+  | { type: 'delivery-state'; state: string }
+  // The watchdog: every watchdogPingMs to each ready child, answered from its event loop.
+  | { type: 'ping' }
+  | { type: 'pong' };
 
 /** The environment variable a supervised child is started with. */
 export const SUPERVISED_ENV = 'POSTHORN_SUPERVISED';
@@ -141,6 +147,14 @@ function lowerPriority(pid: number, steps: number): void {
   }
 }
 
+/**
+ * How often the supervisor pings each ready child for a watchdog of `watchdogMs`: a few times within
+ * the bound (so one late answer is not a miss), at most every 5 s (60 s: every 5 s, twelve chances).
+ */
+export function watchdogPingMs(watchdogMs: number): number {
+  return Math.max(100, Math.min(5_000, Math.floor(watchdogMs / 4)));
+}
+
 const RESTART_FIRST_MS = 500;
 const RESTART_MAX_MS = 30_000;
 /** A child up this long has its restart delay reset to the first. */
@@ -154,6 +168,10 @@ interface Slot {
   restartDelayMs: number;
   /** how its last process ended ("exit code 1", "killed by SIGKILL") until its next one is ready */
   lastExit: string | null;
+  /** when its process last answered a ping (or became ready), performance.now() */
+  answeredAt: number;
+  /** its process stopped answering and was killed by the watchdog: it is restarting, not running */
+  silenced: boolean;
 }
 
 /**
@@ -161,9 +179,9 @@ interface Slot {
  * ready; while it is not, restarting (and how the last one ended) after one ended, else starting;
  * stopping once the service stops.
  */
-function describeChildState(slot: Pick<Slot, 'child' | 'ready' | 'lastExit'>, stopping: boolean): string {
+function describeChildState(slot: Pick<Slot, 'child' | 'ready' | 'lastExit' | 'silenced'>, stopping: boolean): string {
   if (stopping) return 'stopping';
-  if (slot.child && slot.ready) return 'running';
+  if (slot.child && slot.ready && !slot.silenced) return 'running';
   return slot.lastExit === null ? 'starting' : `restarting (${slot.lastExit})`;
 }
 
@@ -172,7 +190,7 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
   // starts first and applies the migrations (and is the first to log its url); the others start
   // once it is ready, so two processes never race to migrate one database.
   const roles: ChildRole[] = [...(plan.worker ? (['worker'] as const) : []), ...Array.from({ length: plan.api }, () => 'api' as const)];
-  const slots: Slot[] = roles.map((role) => ({ role, child: null, ready: false, startedAt: 0, restartDelayMs: RESTART_FIRST_MS, lastExit: null }));
+  const slots: Slot[] = roles.map((role) => ({ role, child: null, ready: false, startedAt: 0, restartDelayMs: RESTART_FIRST_MS, lastExit: null, answeredAt: 0, silenced: false }));
   const firstApi = slots.find((s) => s.role === 'api')!;
   const shareApiPort = plan.api > 1;
   let stopping = false;
@@ -241,12 +259,16 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
     }
     slot.child = child;
     slot.ready = false;
+    slot.silenced = false;
     slot.startedAt = Date.now();
     child.on('message', (raw) => {
       const message = raw as SupervisorMessage;
-      if (message?.type === 'ready') {
+      if (message?.type === 'pong') {
+        if (slot.child === child) slot.answeredAt = performance.now();
+      } else if (message?.type === 'ready') {
         slot.ready = true;
         slot.lastExit = null;
+        slot.answeredAt = performance.now();
         tellDeliveryState(slot.role === 'worker' ? slots : [slot]);
         // Once it is ready, so that every thread it starts with is there to be lowered.
         if (slot.role === 'api' && plan.lowerApi && child.pid !== undefined) lowerPriority(child.pid, API_NICENESS);
@@ -284,7 +306,7 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
     child.once('exit', (code, signal) => {
       slot.child = null;
       slot.ready = false;
-      slot.lastExit = code !== null ? `exit code ${code}` : `killed by ${signal}`;
+      slot.lastExit = slot.silenced ? 'not answering' : code !== null ? `exit code ${code}` : `killed by ${signal}`;
       if (slot === deliverySlot) tellDeliveryState(slots);
       // A gather waits for no part of a process that has gone (its /metrics is answered with the
       // others' at once, not after METRICS_GATHER_MS), and answers no process that has gone.
@@ -319,6 +341,40 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
     });
   };
 
+  /**
+   * The watchdog (--watchdog-ms): every ready child is pinged, and answers from its event loop; one
+   * that has not answered for watchdogMs (stopped, its event loop blocked, wedged in a native call)
+   * delivers and answers nothing, and nothing else would notice: /readyz on --port stays ready by
+   * design. It is logged once and killed; its 'exit' restarts it as any dead child. A supervisor
+   * that was itself held up (stopped, the machine suspended) judges no one for that time: the
+   * answers it could not read were not missed.
+   */
+  const watchdogMs = config.watchdogMs;
+  const pingEveryMs = watchdogPingMs(watchdogMs);
+  let lastTickAt = performance.now();
+  const watchdog = watchdogMs > 0 ? setInterval(() => {
+    const now = performance.now();
+    const heldUp = now - lastTickAt > pingEveryMs + watchdogMs / 2;
+    lastTickAt = now;
+    if (stopping) return;
+    for (const slot of slots) {
+      const child = slot.child;
+      if (!child || !slot.ready || slot.silenced || !child.connected) continue;
+      if (heldUp) slot.answeredAt = now;
+      const silentMs = now - slot.answeredAt;
+      if (silentMs < watchdogMs) {
+        child.send({ type: 'ping' } satisfies SupervisorMessage, () => {});
+        continue;
+      }
+      slot.silenced = true;
+      slot.lastExit = 'not answering';
+      log.warn({ role: slot.role, pid: child.pid, silentMs: Math.round(silentMs), watchdogMs }, 'a posthorn process stopped answering; killing it to restart it');
+      if (slot === deliverySlot) tellDeliveryState(slots);
+      child.kill('SIGKILL');
+    }
+  }, pingEveryMs) : null;
+  watchdog?.unref();
+
   const stopAll = () => {
     if (stopping) return;
     stopping = true;
@@ -338,6 +394,7 @@ export async function superviseServe(config: Readonly<Config>, plan: ProcessPlan
   try {
     return await finished;
   } finally {
+    if (watchdog) clearInterval(watchdog);
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
     for (const gather of gathers.values()) clearTimeout(gather.timer);

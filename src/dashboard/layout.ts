@@ -89,7 +89,7 @@ ${Object.entries(extra).map(([k, v]) => html`<input type="hidden" name="${k}" va
 </form>`;
 }
 
-export function notice(kind: 'ok' | 'error', text: HtmlValue): SafeHtml {
+export function notice(kind: 'ok' | 'warn' | 'error', text: HtmlValue): SafeHtml {
   return html`<p class="notice ${kind}" role="${kind === 'error' ? 'alert' : 'status'}">${text}</p>`;
 }
 

@@ -1,6 +1,9 @@
 // The two templates every new project starts with. Client libraries' own test suites send with
 // sample_child_template (compatibility.md), so their shape matters: a layout holding {{*}}, and a
-// child that fills it and uses variables.
+// child that fills it and uses variables. Neither has a From: a message sent with them goes from
+// the project's default From, which is noreply@<--mailer-host> of the process that accepts it
+// unless the project sets one (operations/projects.ts defaultFromOf), so the host configured when
+// mail is sent decides, not the one of the moment the project was made.
 
 /** The fields of one stored template (what storage's insertTemplate takes). */
 export interface SampleTemplate {
@@ -14,7 +17,7 @@ export interface SampleTemplate {
   html_body: string | null;
 }
 
-export function sampleTemplates(mailerHost: string): SampleTemplate[] {
+export function sampleTemplates(): SampleTemplate[] {
   return [
     {
       slug: 'sample_parent_layout',
@@ -31,7 +34,7 @@ export function sampleTemplates(mailerHost: string): SampleTemplate[] {
       slug: 'sample_child_template',
       name: 'Sample child template',
       subject: 'Sample message for {{name}}',
-      from_address: `Posthorn Sample <sample@${mailerHost}>`,
+      from_address: null,
       parent_slug: 'sample_parent_layout',
       css: null,
       text_body: 'Hello {{name}},\n\nThis is a sample message sent through Posthorn.',

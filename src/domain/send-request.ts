@@ -154,7 +154,7 @@ function checkHeaderVariables(headers: ReadonlyArray<readonly [string, string | 
 export function acceptMessage(
   request: SendRequest,
   chain: readonly TemplateLevel[] | null,
-  limits: { maxRecipients: number; /** the project's default_from setting */ defaultFrom?: string | null },
+  limits: { maxRecipients: number; /** the project's default From (operations/projects.ts defaultFromOf) */ defaultFrom: string },
 ): AcceptedMessage {
   const levels: ContentLevel[] = [];
   if (request.content) levels.push(request.content);
@@ -164,13 +164,7 @@ export function acceptMessage(
   if (request.headers.subject !== null) merged.subject = request.headers.subject;
   if (request.headers.from !== null) merged.from = request.headers.from;
   // A message always has a From: its headers, its template, or the project's default.
-  merged.from ??= limits.defaultFrom ?? null;
-  if (merged.from === null) {
-    throw new ApiError(
-      'precondition_failed',
-      'The message has no From: give headers.from (or arguments.from), use a template that has a From, or set the project\'s default From (update_project with settings.default_from).',
-    );
-  }
+  merged.from ??= limits.defaultFrom;
 
   const headerTexts: Array<readonly [string, string | null]> = [['Subject', merged.subject], ['From', merged.from], ['Reply-To', request.headers.replyTo], ...Object.entries(request.headers.custom)];
   checkHeaderVariables(headerTexts, request.variables, request.recipients);

@@ -31,7 +31,10 @@ export interface ProjectSettings {
   tracking: boolean;
   /** nothing leaves the machine: delivery completes through the sandbox adapter (docs/sandbox.md) */
   sandbox: boolean;
-  /** the From of a message that names none in its headers or template (docs/api/send-message.md) */
+  /**
+   * the From of a message that names none in its headers or template; null: noreply@<--mailer-host>
+   * (defaultFromOf, docs/api/send-message.md "From")
+   */
   default_from: string | null;
   /**
    * days this project's messages and their history are kept (operations/retention.ts); absent:
@@ -64,6 +67,17 @@ export function readProjectSettings(project: Pick<Project, 'settings'>): Project
   return out;
 }
 
+/**
+ * The From of a message of this project that names none in its headers or template: the project's
+ * default_from, else noreply@ the --mailer-host of the process that accepts the message. Resolved at
+ * acceptance, as the Message-ID is, so the host configured for sending decides (a project made
+ * before --mailer-host was set, by `posthorn init` on a machine named otherwise, follows it), and
+ * the Message-ID and the From of one message name the same host.
+ */
+export function defaultFromOf(services: Pick<Services, 'config'>, project: Pick<Project, 'settings'>): string {
+  return readProjectSettings(project).default_from ?? `noreply@${services.config.mailerHost}`;
+}
+
 export interface CreatedProject {
   project: Project;
   /** shown this once */
@@ -90,14 +104,13 @@ export async function createProject(services: Services, account: Account, input:
     if ((await countProjects(trx, account.id)) >= MAX_PROJECTS_PER_ACCOUNT) {
       throw limitReached('account', MAX_PROJECTS_PER_ACCOUNT, 'projects');
     }
-    // A new project starts with a default From on the mailer host, as its sample templates do,
-    // so a first send without a From works (docs/api/send-message.md, "From").
-    const settings = JSON.stringify({ default_from: `noreply@${services.config.mailerHost}` });
-    const project = await insertProject(trx, { accountId: account.id, uid, name: input.name, now, settings });
+    // No default From is stored: until the project sets one, its messages go from
+    // noreply@<--mailer-host> as configured when they are sent (defaultFromOf).
+    const project = await insertProject(trx, { accountId: account.id, uid, name: input.name, now });
     // A concurrent create with the same uid loses at the unique constraint.
     if (isDuplicate(project)) throw duplicateUid(uid);
     await insertApiKey(trx, { accountId: account.id, projectId: project.id, keyHash: hashApiKey(apiKey), keyPrefix: keyPrefix(apiKey), now });
-    for (const template of sampleTemplates(services.config.mailerHost)) await insertTemplate(trx, project.id, template, now);
+    for (const template of sampleTemplates()) await insertTemplate(trx, project.id, template, now);
     return project;
   });
   return { project, apiKey };

@@ -22,7 +22,7 @@ import { recordEvent } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
 import { buildEventPayload } from '../domain/events.ts';
 import { parseSendAt } from '../domain/send-at.ts';
-import { readProjectSettings } from './projects.ts';
+import { defaultFromOf } from './projects.ts';
 import type { ProjectCaller } from './context.ts';
 import type { Services } from '../services.ts';
 import { recordMessageAccepted } from '../observability/attempts.ts';
@@ -53,7 +53,7 @@ export async function sendMessage(services: Services, caller: ProjectCaller, req
   // send_at (406 when malformed or too far ahead): the copies are due then, not now.
   const sendAt = parseSendAt(request.sendAt, now, services.config.maxScheduleAheadMs);
   const chain = request.template === null ? null : await loadTemplateChain(services, caller.project.id, request.template);
-  const accepted = acceptMessage(request, chain, { maxRecipients: services.config.maxRecipients, defaultFrom: readProjectSettings(caller.project).default_from });
+  const accepted = acceptMessage(request, chain, { maxRecipients: services.config.maxRecipients, defaultFrom: defaultFromOf(services, caller.project) });
   const uid = request.uid;
   // Everything but the inserts is computed before the transaction: on SQLite the transactions of
   // concurrent requests share one commit, and time spent inside delays all of them.

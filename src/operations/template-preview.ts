@@ -14,6 +14,7 @@ import type { Services } from '../services.ts';
 import type { Project } from '../storage/schema.ts';
 import { findTemplateChain } from '../storage/template-layouts.ts';
 import type { Caller } from './context.ts';
+import { defaultFromOf } from './projects.ts';
 import { TEMPLATE_LIMITS, resolveTemplateProject, type TemplateInput } from './templates.ts';
 
 export interface TemplatePreview {
@@ -120,7 +121,8 @@ export async function previewTemplate(services: Services, project: Project, inpu
   };
   const rendered = {
     subject: render('subject', merged.subject, 'header'),
-    from: render('from', merged.from, 'header'),
+    // The From a send would get: the template's, else the project's default (send_message's rule).
+    from: render('from', merged.from ?? defaultFromOf(services, project), 'header'),
     text: render('text', merged.text, 'text'),
     html: render('html', merged.html, 'html'),
   };

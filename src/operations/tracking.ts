@@ -6,7 +6,11 @@ import { buildEventPayload, readAcceptedPayload, type ReaderDetails } from '../d
 import { recordEvent } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
 import { findTransmissionSubject, setFirstTrackingTime } from '../storage/transmissions.ts';
+import { listProjectsNamingTracking } from '../storage/projects.ts';
+import { isLocalOnlyUrl } from '../domain/public-url.ts';
 import type { Services } from '../services.ts';
+import type { Project } from './context.ts';
+import { readProjectSettings } from './projects.ts';
 
 export interface TrackingHit {
   transmissionId: number;
@@ -55,3 +59,21 @@ async function writeEvent(trx: Tx, kind: 'opened' | 'clicked', hit: TrackingHit,
   await recordEvent(trx, { accountId: Number(row.account_id), projectId: Number(row.project_id), type: kind, payload: buildEventPayload(subject, details, now), now });
 }
 
+
+/**
+ * What is wrong with the tracking of this project's messages (or, without a project, of any
+ * active project's), or null: tracking is on (--tracking, and the project's setting) while
+ * --public-url names this machine alone, so the links and the open pixel written into the mail
+ * point where no reader's mail client can go, and no open or click is ever recorded
+ * (docs/tracking.md). A message may also ask for tracking itself (send_message's `tracking`,
+ * X-Posthorn-Tracking): those cannot be foreseen, so only the projects' settings are asked.
+ */
+export async function unreachableTrackingProblem(services: Services, project?: Pick<Project, 'settings'>): Promise<string | null> {
+  const { config } = services;
+  if (!config.tracking || !isLocalOnlyUrl(config.publicUrl)) return null;
+  const tracks = project
+    ? readProjectSettings(project).tracking
+    : (await listProjectsNamingTracking(services.store.db, 10)).some((p) => readProjectSettings(p).tracking);
+  if (!tracks) return null;
+  return `tracking links and the open pixel point at ${config.publicUrl}, which readers' mail clients cannot reach, so no open or click is recorded: set --public-url (POSTHORN_PUBLIC_URL) to the address readers reach this service at`;
+}

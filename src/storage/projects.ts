@@ -41,3 +41,11 @@ export async function countProjects(db: Tx, accountId: number): Promise<number> 
     .executeTakeFirstOrThrow();
   return Number(row.n);
 }
+
+/**
+ * Active projects whose settings may turn tracking on (their stored JSON names `"tracking":true`;
+ * the caller reads the settings to be sure), at most `limit`.
+ */
+export async function listProjectsNamingTracking(db: Tx, limit: number): Promise<Project[]> {
+  return db.selectFrom('projects').selectAll().where('status', '=', 'active').where('settings', 'like', '%"tracking":true%').orderBy('id').limit(limit).execute();
+}

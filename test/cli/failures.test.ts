@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { freshDatabaseUrl, releaseDatabaseUrl, testDatabase } from '../helpers/databases.ts';
 import { BIN } from '../helpers/processes.ts';
+import { ALL_COMMANDS } from '../../src/cli/index.ts';
 
 const PACKAGE_VERSION = (JSON.parse(fs.readFileSync('package.json', 'utf8')) as { version: string }).version;
 
@@ -136,6 +137,52 @@ describe('posthorn CLI failures and read-only commands', () => {
     }
   });
 
+  it('every command given no words, or only its subcommand, names what is missing and its usage before it looks for an account or project', () => {
+    // An installation where any command that looked for its account or project first would say so
+    // instead: two accounts, the first with two projects.
+    const installed = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-cli-usage-'));
+    try {
+      const env = { POSTHORN_DATA: installed };
+      const first = JSON.parse(run(['init', '--json'], env).stdout) as { account: { uid: string } };
+      assert.equal(run(['init', '--json'], env).code, 0);
+      assert.equal(run(['project', 'create', '--name', 'Second', '--account', first.account.uid], env).code, 0);
+      const checked: string[] = [];
+      const runsBare: string[] = [];
+      for (const command of ALL_COMMANDS) {
+        const forms: Array<{ words: string[]; shape: { args?: readonly string[]; needs?: readonly unknown[] } }> = [];
+        if (command.subcommands) {
+          const subs = Object.keys(command.subcommands);
+          assertOneLine(run([command.name], env), 2, new RegExp(`^posthorn: ${command.name} needs one of ${subs.join(', ')} \\(posthorn help ${command.name}\\)$`));
+          checked.push(command.name);
+          for (const sub of subs) forms.push({ words: [command.name, sub], shape: command.subcommands[sub] });
+        } else forms.push({ words: [command.name], shape: command });
+        for (const { words, shape } of forms) {
+          const missingWord = shape.args?.find((a) => !a.startsWith('['));
+          // A command that needs nothing runs (serve, init, account list...): not a usage error.
+          if (!missingWord && !shape.needs?.length) {
+            runsBare.push(words.join(' '));
+            continue;
+          }
+          const what = words.join(' ');
+          const missing = missingWord ? missingWord.replace(/\.\.\.$/, '') : '--';
+          const r = run(words, env);
+          assertOneLine(r, 2, new RegExp(`^posthorn: ${what} needs ${missing.replace(/[|[\]]/g, '\\$&')}.* \\(usage: posthorn ${what}( |\\))`));
+          checked.push(what);
+        }
+      }
+      // What runs with nothing more: a new command that needs words or flags it does not declare
+      // fails here. backup takes FILE or --file FILE, checked before it opens anything.
+      assert.deepEqual(runsBare.sort(), ['account list', 'backup', 'domain list', 'init', 'message find', 'migrate', 'project list', 'purge', 'serve', 'template list', 'webhook deliveries', 'webhook list']);
+      assertOneLine(run(['backup'], env), 2, /^posthorn: backup needs the FILE to write \(usage: posthorn backup FILE\)$/);
+      // The table is what is checked: every command with words or needed flags is among these.
+      for (const expected of ['account', 'account create', 'account enable', 'project set-retention', 'message', 'message show', 'webhook test', 'template push', 'domain check', 'user create', 'send']) {
+        assert.ok(checked.includes(expected), `${expected} checked (${checked.join(', ')})`);
+      }
+    } finally {
+      fs.rmSync(installed, { recursive: true, force: true });
+    }
+  });
+
   it('every command checks every option before it starts: migrate refuses a bad retry schedule as serve does', () => {
     for (const command of ['migrate', 'serve', 'init']) {
       assertOneLine(run([command, '--retry-schedule', '1m,soon']), 2, /--retry-schedule must be durations .* got "1m,soon"/);
@@ -149,6 +196,7 @@ describe('posthorn CLI failures and read-only commands', () => {
     assertOneLine(run(['migrate', '--relay', 'mail.example.com:25']), 2, /--relay must be a URL like smtp:/);
     assertOneLine(run(['migrate', '--workers', '-1']), 2, /--workers expects a whole number/);
     assertOneLine(run(['migrate', '--lease-ms', '0']), 2, /--lease-ms must be between 1 and/);
+    assertOneLine(run(['serve', '--watchdog-ms', '500']), 2, /--watchdog-ms must be 0 \(never\) or at least 1000, got 500/);
     assertNothingCreated();
   });
 

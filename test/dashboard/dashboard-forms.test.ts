@@ -209,7 +209,9 @@ describe('dashboard project settings', () => {
     for (const path of projectPages()) assert.ok(!sandboxShown((await client.get(path)).text), `${path}: a live project shows no sandbox mark`);
     const page = await client.get(settingsPath());
     assert.equal(page.status, 200);
-    assert.match(page.text, /id="s-default_from" name="default_from" value="noreply@posthorn\.test"/);
+    // No default From of its own: mail goes from noreply@ the --mailer-host, which the field says.
+    assert.match(page.text, /id="s-default_from" name="default_from" value="" placeholder="noreply@posthorn\.test"/);
+    assert.match(page.text, /empty: (<bdi>)?noreply@posthorn\.test(<\/bdi>)? \(the host name of --mailer-host\)/);
     const saved = await client.post(settingsPath(), { name: 'Renamed', sandbox: 'on', tracking: 'on', default_from: ' Shop <shop@example.com> ', retention_days: '30' });
     assert.equal(saved.status, 303);
     assert.equal(saved.headers.get('location'), settingsPath());

@@ -6,7 +6,7 @@ import { hashApiKey } from '../../src/domain/keys.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 
 /** A new project's settings (docs/api/account.md, update_project). */
-const DEFAULT_SETTINGS = { tracking: false, sandbox: false, default_from: 'noreply@posthorn.test' };
+const DEFAULT_SETTINGS = { tracking: false, sandbox: false, default_from: null };
 
 const VERSIONS = ['1.0', '1.1'] as const;
 

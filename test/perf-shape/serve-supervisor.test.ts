@@ -13,6 +13,10 @@
 //   - /readyz on --port (the API process's) reports the delivery process's state: running;
 //     restarting, and why, while it is down, and still 200 (the API accepts and stores meanwhile);
 //     running again once the supervisor restarted it.
+//   - The watchdog (--watchdog-ms, 3 s here): a delivery process stopped with SIGSTOP answers no
+//     ping; it is logged once, killed and restarted, /readyz says `restarting (not answering)`
+//     meanwhile, the API process (which answers) is left alone, and a message accepted while the
+//     delivery process was stopped is delivered by the new one.
 //   - --processes 1 runs everything in one process, as before.
 //   - --role api --api-processes 2: two API processes share the one port, connections handed out
 //     in turn (both answer); /metrics from either counts the requests both answered; one killed
@@ -232,6 +236,44 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     assert.notEqual(restarted.pid, worker);
     // The message accepted meanwhile is delivered by the new delivery process.
     await waitDelivered('during-restart@sink.test', serve);
+    assert.equal((await serve.stop()).code, 0, serve.tail());
+  });
+
+  it('the watchdog kills a delivery process that stopped answering and restarts it; mail accepted meanwhile is delivered', async () => {
+    const WATCHDOG_MS = 3000;
+    const serve = startPosthorn('serve', [...supervisedArgs(), '--watchdog-ms', String(WATCHDOG_MS)], env);
+    const running = await serve.waitForLog((l) => l.msg === 'posthorn is running', 'startup');
+    const url = running.url as string;
+    const [worker, api] = childPids(running);
+    const readyz = async () => (await (await fetch(`${url}/readyz`)).json()) as { status: string; checks: Record<string, string> };
+    await until('the delivery process reported running on /readyz', async () => (await readyz()).checks.delivery === 'running');
+    process.kill(worker, 'SIGSTOP');
+    try {
+      await send(url, 'while-stopped@sink.test');
+      const warned = await serve.waitForLog((l) => l.msg === 'a posthorn process stopped answering; killing it to restart it', 'the watchdog', 30_000);
+      assert.equal(warned.role, 'worker');
+      assert.equal(warned.pid, worker);
+      assert.equal(warned.level, 40, 'a warning');
+      // Not before the bound: silent that long since its last answer (a ping interval or less before the stop).
+      assert.ok((warned.silentMs as number) >= WATCHDOG_MS, JSON.stringify(warned));
+      const down = await until('/readyz reporting the delivery process restarting', async () => {
+        const answer = await readyz();
+        return answer.checks.delivery !== 'running' && answer;
+      });
+      assert.equal(down.checks.delivery, 'restarting (not answering)');
+      assert.equal(down.status, 'ready', 'the API stays ready');
+      const restarted = await serve.waitForLog((l) => l.msg === 'posthorn process restarted' && l.role === 'worker', 'the restart', 30_000);
+      assert.notEqual(restarted.pid, worker);
+      assert.deepEqual(await waitGone([worker], EXIT_LIMIT_MS), [], 'the stopped process was killed');
+      // The message accepted while the delivery process was stopped is delivered by the new one.
+      await waitDelivered('while-stopped@sink.test', serve);
+      await until('/readyz reporting the delivery process running again', async () => (await readyz()).checks.delivery === 'running', 30_000);
+    } finally {
+      if (alive(worker)) process.kill(worker, 'SIGKILL');
+    }
+    // The API process answered every ping: left alone, and the warning said once.
+    assert.ok(alive(api));
+    assert.equal(serve.lines.filter((l) => l.msg === 'a posthorn process stopped answering; killing it to restart it').length, 1);
     assert.equal((await serve.stop()).code, 0, serve.tail());
   });
 

@@ -1,5 +1,5 @@
 // send_message's sending features (docs/api/send-message.md): a From always (headers, template, or
-// the project's default_from; none is 412 saying how to fix it), arguments.subject and
+// the project's default_from, else noreply@<--mailer-host>), arguments.subject and
 // arguments.from shorthands, recipient maps whose values are not objects, no content needed with
 // deliver: false, Cc copies with the main recipient's variables, the template language end to end
 // (escaping by part, loops, conditions; syntax errors refused at acceptance), and the `delivered`
@@ -37,23 +37,27 @@ describe('send_message sending features', () => {
     return simpleParser(mail.raw);
   };
 
-  it('a message without a From is refused (412) unless the project has a default From', async () => {
+  it('a message without a From goes from the project\'s default From, else noreply@<--mailer-host>', async () => {
     const cleared = await setDefaultFrom('');
     assert.equal(cleared.status, 200, JSON.stringify(cleared.body));
     assert.equal(cleared.body.data.project.settings.default_from, null);
-    const refused = await send({ recipients: 'a@example.test', content: 'hi' });
-    assert.equal(refused.status, 412, JSON.stringify(refused.body));
-    assert.match(refused.body.response.message, /no From/i);
-    assert.match(refused.body.response.message, /default_from/);
+    const fromHost = await send({ recipients: 'a@example.test', content: 'hi' });
+    assert.equal(fromHost.status, 200, JSON.stringify(fromHost.body));
+    assert.equal((await payloadOf(fromHost.body.data.message.id)).from, `noreply@${h.t.app.services.config.mailerHost}`);
 
     assert.equal((await setDefaultFrom('not an address')).status, 406);
     assert.equal((await setDefaultFrom('Shop <shop@example.test>')).status, 200);
-    const ok = await send({ recipients: 'a@example.test', content: 'hi' });
+    const ok = await send({ recipients: 'a@example.test', content: 'hi with the default' });
     assert.equal(ok.status, 200, JSON.stringify(ok.body));
     assert.equal((await payloadOf(ok.body.data.message.id)).from, 'Shop <shop@example.test>');
+    // The sample template has no From of its own: the default's.
+    const sample = await send({ recipients: 'a@example.test', template: 'sample_child_template', variables: { name: 'x' } });
+    assert.equal((await payloadOf(sample.body.data.message.id)).from, 'Shop <shop@example.test>');
     // A template's From wins over the default, the call's headers over both.
-    const tpl = await send({ recipients: 'a@example.test', template: 'sample_child_template', variables: { name: 'x' } });
-    assert.match((await payloadOf(tpl.body.data.message.id)).from, /<sample@/);
+    const created = await h.t.call('create_template', { api_key: h.seed.projectKey, arguments: { slug: 'with_from', subject: 'Hi', from: 'Tpl <tpl@example.test>', text: 'x' } });
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    const tpl = await send({ recipients: 'a@example.test', template: 'with_from' });
+    assert.equal((await payloadOf(tpl.body.data.message.id)).from, 'Tpl <tpl@example.test>');
     const own = await send({ recipients: 'a@example.test', content: 'x', headers: { from: 'me@example.test' } });
     assert.equal((await payloadOf(own.body.data.message.id)).from, 'me@example.test');
   });

@@ -1,13 +1,16 @@
 // The overview: per project, charts of sent / delivered / deferred / failed / bounced / opened /
 // clicked over the last 24 hours, 7 days or 30 days (uPlot, drawn by assets/charts.js from the
-// data-* attributes), and the queue now. A sandbox project says so above its counts.
+// data-* attributes), and the queue now. A sandbox project says so above its counts; when the
+// project tracks opens and clicks that readers cannot reach (--public-url on this machine alone),
+// the card says what to set.
 import type { FastifyInstance } from 'fastify';
 import { getProjectOverview, OVERVIEW_RANGES, OVERVIEW_SERIES, type OverviewRange, type ProjectOverview } from '../../operations/dashboard-overview.ts';
+import { unreachableTrackingProblem } from '../../operations/tracking.ts';
 import { ApiError } from '../../domain/errors.ts';
 import { listViewerProjects, requireViewerProject, type Viewer } from '../../operations/users.ts';
 import type { Project } from '../../operations/context.ts';
 import { formatTime, html, type SafeHtml } from '../html.ts';
-import { page } from '../layout.ts';
+import { notice, page } from '../layout.ts';
 import { queryOf, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
 import { sandboxBadge, sandboxNote } from './common.ts';
 
@@ -24,11 +27,12 @@ function rangeLinks(base: string, current: OverviewRange): SafeHtml {
   )}</nav>`;
 }
 
-function projectSection(viewer: Viewer, project: Project, o: ProjectOverview): SafeHtml {
+function projectSection(viewer: Viewer, project: Project, o: ProjectOverview, trackingProblem: string | null): SafeHtml {
   const data = JSON.stringify({ buckets: o.buckets, series: o.series });
   return html`<section class="card project-overview" aria-labelledby="p-${project.id}">
 <h2 id="p-${project.id}"><a href="/projects/${encodeURIComponent(project.uid)}">${project.name}</a>${sandboxBadge(project)}</h2>
 ${sandboxNote(viewer, project)}
+${trackingProblem ? notice('warn', `Tracking: ${trackingProblem}.`) : ''}
 <div class="chart" data-chart="${data}" role="img" aria-label="Copies per ${o.range === '24h' ? 'hour' : o.range === '7d' ? 'six hours' : 'day'}: ${OVERVIEW_SERIES.map((s) => `${s} ${o.totals[s]}`).join(', ')}"></div>
 <table class="totals"><caption class="visually-hidden">Totals</caption><thead><tr>${OVERVIEW_SERIES.map((s) => html`<th scope="col">${s}</th>`)}</tr></thead>
 <tbody><tr>${OVERVIEW_SERIES.map((s) => html`<td>${o.totals[s]}</td>`)}</tr></tbody></table>
@@ -45,8 +49,9 @@ export function installOverviewPages(app: FastifyInstance, { services }: Dashboa
     const range = readRange(queryOf(request).range);
     const projects = (await listViewerProjects(services, viewer)).slice(0, MAX_PROJECTS_SHOWN);
     const overviews = await Promise.all(projects.map((p) => getProjectOverview(services, p, range)));
+    const problems = await Promise.all(projects.map((p) => unreachableTrackingProblem(services, p)));
     const body = html`${rangeLinks('/', range)}
-${projects.length === 0 ? html`<p>No project yet.</p>` : projects.map((p, i) => projectSection(viewer, p, overviews[i]))}`;
+${projects.length === 0 ? html`<p>No project yet.</p>` : projects.map((p, i) => projectSection(viewer, p, overviews[i], problems[i]))}`;
     return sendPage(reply, page('Overview', { viewer, section: 'overview', scripts: ['uplot.js', 'charts.js'] }, body));
   });
 
@@ -62,7 +67,7 @@ ${projects.length === 0 ? html`<p>No project yet.</p>` : projects.map((p, i) => 
     const project = await requireViewerProject(services, viewer, (request.params as { uid: string }).uid);
     const range = readRange(queryOf(request).range);
     const overview = await getProjectOverview(services, project, range);
-    const body = html`${rangeLinks(`/projects/${encodeURIComponent(project.uid)}`, range)}${projectSection(viewer, project, overview)}`;
+    const body = html`${rangeLinks(`/projects/${encodeURIComponent(project.uid)}`, range)}${projectSection(viewer, project, overview, await unreachableTrackingProblem(services, project))}`;
     return sendPage(reply, page(project.name, { viewer, section: 'overview', scripts: ['uplot.js', 'charts.js'] }, body));
   });
 }

@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { Args } from '../../domain/args.ts';
 import { ApiError } from '../../domain/errors.ts';
 import type { Project } from '../../operations/context.ts';
-import { MAX_RETENTION_DAYS, readProjectSettings, updateProject, type ProjectChanges } from '../../operations/projects.ts';
+import { defaultFromOf, MAX_RETENTION_DAYS, readProjectSettings, updateProject, type ProjectChanges } from '../../operations/projects.ts';
 import { requireViewerProject } from '../../operations/users.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, notice, page } from '../layout.ts';
@@ -48,7 +48,7 @@ function fieldOfError(message: string): Field | null {
   return m ? (m[1] as Field) : null;
 }
 
-function settingsForm(viewer: PageViewer, project: Project, values: Record<string, string>, errors: Partial<Record<Field | 'form', string>>, serverRetentionDays: number): SafeHtml {
+function settingsForm(viewer: PageViewer, project: Project, values: Record<string, string>, errors: Partial<Record<Field | 'form', string>>, server: { retentionDays: number; defaultFrom: string }): SafeHtml {
   const err = (f: Field) => html`<p class="field-error" id="err-${f}" role="status">${errors[f] ?? ''}</p>`;
   const hint = (f: Field, text: SafeHtml) => html`<p class="hint" id="hint-${f}">${text}</p>`;
   const describedBy = (f: Field) => html` aria-describedby="err-${f} hint-${f}"${errors[f] ? html` aria-invalid="true"` : ''}`;
@@ -58,8 +58,8 @@ function settingsForm(viewer: PageViewer, project: Project, values: Record<strin
 <div class="field"><label for="s-name">Name</label><input id="s-name" name="name" value="${values.name ?? ''}" maxlength="200"${describedBy('name')}>${err('name')}${hint('name', html``)}</div>
 ${check('sandbox', 'Sandbox', html`Nothing leaves this machine: every copy is answered by the sandbox and its simulator addresses (docs/sandbox.md). Turn it off to send real mail.`)}
 ${check('tracking', 'Open and click tracking', html`Adds a tracking pixel and tracked links to the HTML part of every message (docs/tracking.md).`)}
-<div class="field"><label for="s-default_from">Default From</label><input id="s-default_from" name="default_from" value="${values.default_from ?? ''}" placeholder="Shop &lt;shop@example.com&gt;"${describedBy('default_from')}>${err('default_from')}${hint('default_from', html`Used when a message and its template name no From; empty: none.`)}</div>
-<div class="field"><label for="s-retention_days">Keep messages (days)</label><input id="s-retention_days" name="retention_days" inputmode="numeric" value="${values.retention_days ?? ''}" placeholder="${serverRetentionDays}"${describedBy('retention_days')}>${err('retention_days')}${hint('retention_days', html`0 keeps them forever; empty: the server's default (${serverRetentionDays} days).`)}</div>
+<div class="field"><label for="s-default_from">Default From</label><input id="s-default_from" name="default_from" value="${values.default_from ?? ''}" placeholder="${server.defaultFrom}"${describedBy('default_from')}>${err('default_from')}${hint('default_from', html`Used when a message and its template name no From; empty: ${server.defaultFrom} (the host name of --mailer-host).`)}</div>
+<div class="field"><label for="s-retention_days">Keep messages (days)</label><input id="s-retention_days" name="retention_days" inputmode="numeric" value="${values.retention_days ?? ''}" placeholder="${server.retentionDays}"${describedBy('retention_days')}>${err('retention_days')}${hint('retention_days', html`0 keeps them forever; empty: the server's default (${server.retentionDays} days).`)}</div>
 ${errors.form ? notice('error', errors.form) : ''}
 <button type="submit">Save settings</button></form>`;
 }
@@ -70,13 +70,15 @@ export function installProjectSettingsPages(app: FastifyInstance, routes: Dashbo
     requireAccountUser(viewer);
     return requireViewerProject(services, viewer, (params as { uid: string }).uid);
   };
+  // What an empty field means: the server's own (docs/configuration.md).
+  const serverDefaults = { retentionDays: services.config.retentionDays, defaultFrom: defaultFromOf(services, { settings: '{}' }) };
   const render = (viewer: PageViewer, project: Project, body: SafeHtml) =>
     page(`Settings of ${project.name}`, { viewer, section: 'overview' }, html`<p><a href="/projects/${encodeURIComponent(project.uid)}">${project.name}</a>${sandboxBadge(project)}</p>${body}`);
 
   app.get('/projects/:uid/settings', async (request, reply) => {
     const viewer = viewerOf(request);
     const project = await projectOf(viewer, request.params);
-    return sendPage(reply, render(viewer, project, settingsForm(viewer, project, valuesOf(project), {}, services.config.retentionDays)));
+    return sendPage(reply, render(viewer, project, settingsForm(viewer, project, valuesOf(project), {}, serverDefaults)));
   });
 
   app.post('/projects/:uid/settings', async (request, reply) => {
@@ -91,7 +93,7 @@ export function installProjectSettingsPages(app: FastifyInstance, routes: Dashbo
       if (!(error instanceof ApiError) || error.status === 'not_found') throw error;
       const field = fieldOfError(error.message) ?? 'form';
       const values = { ...form, sandbox: form.sandbox === 'on' ? 'on' : '', tracking: form.tracking === 'on' ? 'on' : '' };
-      return sendPage(reply, render(viewer, project, settingsForm(viewer, project, values, { [field]: error.message }, services.config.retentionDays)), error.httpCode);
+      return sendPage(reply, render(viewer, project, settingsForm(viewer, project, values, { [field]: error.message }, serverDefaults)), error.httpCode);
     }
   });
 }

@@ -32,7 +32,7 @@ export const ProjectData = Type.Object({
   settings: Type.Object({
     tracking: Type.Boolean(),
     sandbox: Type.Boolean({ description: 'nothing leaves the machine (docs/sandbox.md)' }),
-    default_from: nullable(Type.String({ description: 'the From of a message that names none' })),
+    default_from: nullable(Type.String({ description: 'the From of a message that names none; null: noreply@<--mailer-host>, taken when the message is accepted' })),
     retention_days: Type.Optional(Type.Integer({ description: 'days messages are kept (0: forever); absent: the server default' })),
   }),
   key_prefix: nullable(Type.String({ description: 'the first characters of the active key' })),
