@@ -11,8 +11,8 @@ import { randomUUID } from 'node:crypto';
 import { domainToASCII } from 'node:url';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
 import { checkRenderedHeader, HeaderValueError } from './headers.ts';
-import { mailboxListProblem, singleMailboxProblem } from './recipients.ts';
-import { buildMimeNow, compileMail, outgrowsLine, parseAddressHeader, type MailOptions, type PreparedHeader } from './mime-build.ts';
+import { mailboxListProblem, parseMailbox, singleMailboxProblem, splitAddressList } from './recipients.ts';
+import { buildMimeNow, compileMail, formatDisplayName, outgrowsLine, parseAddressHeader, type MailOptions, type PreparedHeader } from './mime-build.ts';
 import type { MessagePayload } from './message-payload.ts';
 import { renderVariables, TemplateRenderError, type PartKind, type Variables } from './variables.ts';
 
@@ -74,18 +74,27 @@ export async function composeMime(
   if (html !== undefined && opts.transformHtml) html = opts.transformHtml(html);
   html = crlfLineEnds(html);
   const headers: Record<string, string | PreparedHeader> = {};
+  let cc: MailboxList | undefined;
+  let replyTo: MailboxList | undefined;
   for (const [name, value] of Object.entries(payload.headers ?? {})) {
+    const lower = name.toLowerCase();
     // To is ours (per recipient, prepended); everything else goes as given.
-    if (name.toLowerCase() === 'to') continue;
+    if (lower === 'to') continue;
     const rendered = checkRenderedHeader(name, render(value, 'header', `${name} header`))!;
     // A Reply-To with {{variables}} is checked here, once rendered (domain/send-request.ts): it must be addresses.
-    if (value.includes('{{') && name.toLowerCase() === 'reply-to') checkRenderedAddresses('Reply-To', rendered, mailboxListProblem, 'a list of addresses');
-    headers[name] = headerWithinLines(name, rendered);
+    if (value.includes('{{') && lower === 'reply-to') checkRenderedAddresses('Reply-To', rendered, mailboxListProblem, 'a list of addresses');
+    const mailboxes = lower === 'cc' || lower === 'reply-to' ? mailboxesOf(rendered) : null;
+    if (mailboxes && lower === 'cc') cc = mailboxes;
+    else if (mailboxes) replyTo = mailboxes;
+    else headers[name] = headerWithinLines(name, rendered);
   }
   const subject = checkRenderedHeader('Subject', render(payload.subject, 'header', 'Subject header'));
   const text = crlfLineEnds(render(payload.text, 'text', 'text part'));
+  const fromMailboxes = from === undefined ? null : mailboxesOf(from);
   const mail: MailOptions = {
-    from,
+    from: fromMailboxes?.length === 1 ? fromMailboxes[0] : from,
+    cc,
+    replyTo,
     subject: subject === undefined ? subject : headerWithinLines('Subject', subject),
     text,
     html,
@@ -108,7 +117,52 @@ export async function composeMime(
   };
   const tree = compileMail(mail);
   const mime = buildMimeNow(tree) ?? (await tree.build());
-  return { mime, fromAddress: firstAddress(from) };
+  return { mime, fromAddress: fromMailboxes ? fromMailboxes[0].address : firstAddress(from) };
+}
+
+type MailboxList = Array<{ name: string; address: string }>;
+
+/**
+ * An address header's mailboxes as domain/recipients.ts reads them, the reading acceptance checked,
+ * for MimeNode to write (the names by mime-build.ts formatDisplayName): Nodemailer's own reader,
+ * given the text, would read some of what acceptance takes otherwise (an unquoted `;` or `:` in a
+ * name as a group, a nested comment, a quoted local part without its quotes). Null when the value
+ * is not a list of mailboxes (a message stored before these checks): it then goes as the text.
+ * Each caller gets objects of its own: MimeNode changes them (normalised addresses).
+ */
+function mailboxesOf(value: string): MailboxList | null {
+  const list = memoisedMailboxes(value);
+  return list && list.map((m) => ({ name: m.name, address: m.address }));
+}
+
+/**
+ * Reading a From costs a few µs, a tenth of composing the message, for a From that is the same in
+ * every message of a project: short values are memoised (bounded), as mime-build.ts memoises
+ * Nodemailer's own reading.
+ */
+function memoisedMailboxes(value: string): MailboxList | null {
+  if (value.length > MAX_MEMOISED_LENGTH) return readMailboxes(value);
+  let list = mailboxMemo.get(value);
+  if (list === undefined) {
+    list = readMailboxes(value);
+    // Values come from stored messages: a flood of distinct ones empties the memo.
+    if (mailboxMemo.size >= MAX_MEMOISED_VALUES) mailboxMemo.clear();
+    mailboxMemo.set(value, list);
+  }
+  return list;
+}
+const MAX_MEMOISED_LENGTH = 256;
+const MAX_MEMOISED_VALUES = 10_000;
+const mailboxMemo = new Map<string, MailboxList | null>();
+
+function readMailboxes(value: string): MailboxList | null {
+  const list: MailboxList = [];
+  for (const item of splitAddressList(value)) {
+    const parsed = parseMailbox(item);
+    if (!parsed.ok) return null;
+    list.push({ name: parsed.mailbox.name ?? '', address: parsed.mailbox.address });
+  }
+  return list.length > 0 ? list : null;
 }
 
 /**
@@ -187,20 +241,12 @@ export function addressedMime(composed: ComposedMime, recipient: string, recipie
   return composed.mime.length > COPY_LIMIT_BYTES ? [to, composed.mime] : Buffer.concat([to, composed.mime]);
 }
 
-/**
- * "Name <address>" for a header: the name quoted or RFC 2047-encoded as needed, and encoded whole
- * when it could not be folded within a line's 998 octets otherwise.
- */
+/** "Name <address>" for the To line, the name written as every address header writes it (mime-build.ts formatDisplayName). */
 export function formatAddressHeader(address: string, name: string | null): string {
   const bare = address.replace(/[\r\n<>]/g, '');
   const cleanName = (name ?? '').replace(/[\r\n]+/g, ' ').trim();
   if (!cleanName) return `<${bare}>`;
-  let shown: string;
-  if (outgrowsLine('To: "'.length, cleanName)) shown = mimeFuncs.encodeWord(cleanName, 'Q', 52);
-  else if (!mimeFuncs.isPlainText(cleanName)) shown = mimeFuncs.encodeWords(cleanName, 'Q', 52);
-  else if (/^[\w !#$%&'*+\-/=?^`{|}~]+$/.test(cleanName)) shown = cleanName;
-  else shown = `"${cleanName.replace(/(["\\])/g, '\\$1')}"`;
-  return `${shown} <${bare}>`;
+  return `${formatDisplayName(cleanName, 'To: '.length)} <${bare}>`;
 }
 
 function firstAddress(header: string | undefined): string | null {

@@ -25,8 +25,8 @@
 // message measured alone). It is memoised (bounded; the result for each name is unchanged). And
 // mimeFuncs.hasLongerLines, which MimeNode asks of every text body to choose its encoding, builds
 // a RegExp (`^.{77,}` multiline) per call (1.5% of a delivering worker): hasLongerLines below
-// gives the same answer from one pass over the string. One change of what it writes: an address
-// header's display name that no fold could bring within a line goes as encoded-words (below).
+// gives the same answer from one pass over the string. One change of what it writes: address
+// headers' display names are written by formatDisplayName (below).
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
@@ -131,15 +131,13 @@ export function outgrowsLine(prefix: number, text: string): boolean {
   return false;
 }
 
-// Display names of the address headers MimeNode formats itself (From, Sender, Cc, Bcc, Reply-To):
-// it writes an ASCII name as it is or as a quoted string, one word unless it has white space, and
-// folds the line only at white space; a name with a run longer than a line would make a line over
-// RFC 5322's 998 octets. Such a name goes as RFC 2047 encoded-words instead, at most 52 characters
-// each (Nodemailer's encoder and split), which MimeNode folds between the words, a line each: the
-// way the Subject and custom headers go (compose-mime.ts headerWithinLines) and the To line
-// (compose-mime.ts formatAddressHeader). Any other name is written as Nodemailer writes it; the
-// test is one comparison for a name shorter than a line. Groups, whose name the first member
-// follows without white space, are refused at acceptance (domain/recipients.ts).
+// Display names of the address headers MimeNode formats itself (From, Sender, Cc, Bcc, Reply-To)
+// are written by formatDisplayName below, the To line's too (compose-mime.ts formatAddressHeader):
+// one way for every address header, which any RFC 5322 reader (mailparser, Python's email, a mail
+// client) reads back as exactly the name (test/delivery/composition.test.ts). Nodemailer's own
+// writes a name outside ASCII as encoded-words of at most 52 characters, adjacent when the name is
+// longer: readers that keep the white space between adjacent encoded-words (Python's email with
+// its default policy, CPython issue 128110) read a space into the name at each, mid-word.
 type EncodeAddressName = (this: MimeNode, name: string) => string;
 const namePrototype = MimeNode.prototype as unknown as { _encodeAddressName?: EncodeAddressName };
 /** Nodemailer's own (undefined if a future version drops the method). */
@@ -147,11 +145,81 @@ export const nodemailerEncodeAddressName = namePrototype._encodeAddressName;
 /** What precedes a name on its line at most: the longest of those headers' names and ": ". */
 const ADDRESS_NAME_PREFIX = 'Reply-To: '.length;
 if (nodemailerEncodeAddressName) {
-  const original = nodemailerEncodeAddressName;
-  namePrototype._encodeAddressName = function encodeAddressNameWithinLines(this: MimeNode, name: string): string {
-    const written = original.call(this, name);
-    return typeof written === 'string' && outgrowsLine(ADDRESS_NAME_PREFIX, written) ? mimeFuncs.encodeWord(name, 'Q', 52) : written;
+  namePrototype._encodeAddressName = function encodeAddressName(this: MimeNode, name: string): string {
+    return formatDisplayName(name, ADDRESS_NAME_PREFIX);
   };
+}
+
+/** RFC 2047 2: an encoded-word is at most 75 characters long. */
+const MAX_ENCODED_WORD = 75;
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+/**
+ * RFC 5322 atoms parted by single spaces: written as they are. (A name given as encoded-words is
+ * such a phrase: it goes on as the client wrote it, for readers to decode.)
+ */
+const ATOM = "[A-Za-z0-9!#$%&'*+\\-/=?^_`{|}~]+";
+const PLAIN_PHRASE = new RegExp(`^${ATOM}(?: ${ATOM})*$`);
+
+/**
+ * A display name as an address header writes it (RFC 5322 3.4, RFC 2047 5):
+ * - printable ASCII: as it is when atoms, else one quoted-string (`"` and `\` escaped), so
+ *   that `,` `;` `:` `(` `<` `@` and runs of spaces are read as part of the name;
+ * - otherwise one encoded-word for the whole name (Q or B, the shorter), when it is within RFC
+ *   2047's 75 characters;
+ * - a longer name: its words parted at single spaces, each run of words outside printable ASCII
+ *   one encoded-word, the runs between them written as above. Encoded-words are then never
+ *   adjacent unless one run is itself longer than an encoded-word may be, so readers that keep the
+ *   white space between adjacent ones read the name as it is too.
+ * A run without white space that no fold could bring within a line's 998 octets (after `prefix`
+ * characters) goes as encoded-words, which fold between them.
+ */
+export function formatDisplayName(name: string, prefix: number): string {
+  if (name === '') return '';
+  if (PRINTABLE_ASCII.test(name)) return asciiDisplayName(name, prefix);
+  const whole = shorterEncodedWord(name);
+  if (whole.word.length <= MAX_ENCODED_WORD) return whole.word;
+  const pieces: Array<{ encoded: boolean; text: string }> = [];
+  for (const word of name.split(' ')) {
+    const last = pieces.length > 0 ? pieces[pieces.length - 1] : undefined;
+    // An empty word (two spaces in a row) stays with the piece before it: its space is kept there.
+    const encoded = word === '' && last ? last.encoded : !PRINTABLE_ASCII.test(word) || outgrowsLine(prefix + 2, word);
+    if (last && last.encoded === encoded) last.text += ` ${word}`;
+    else pieces.push({ encoded, text: word });
+  }
+  return pieces.map((piece) => (piece.encoded ? encodedWords(piece.text) : asciiDisplayName(piece.text, prefix))).join(' ');
+}
+
+function asciiDisplayName(name: string, prefix: number): string {
+  const written = PLAIN_PHRASE.test(name) ? name : `"${name.replace(/(["\\])/g, '\\$1')}"`;
+  return outgrowsLine(prefix, written) ? encodedWords(name) : written;
+}
+
+/** The text as one encoded-word, in the shorter of Q and B. */
+function shorterEncodedWord(text: string): { word: string; encoding: 'Q' | 'B' } {
+  const q = mimeFuncs.encodeWord(text, 'Q');
+  const b = mimeFuncs.encodeWord(text, 'B');
+  return q.length <= b.length ? { word: q, encoding: 'Q' } : { word: b, encoding: 'B' };
+}
+
+/**
+ * The text as encoded-words of at most MAX_ENCODED_WORD characters, each holding whole
+ * characters (RFC 2047 5), parted by spaces (which readers drop between encoded-words, RFC 2047
+ * 6.2, and where folds go).
+ */
+function encodedWords(text: string): string {
+  const { word, encoding } = shorterEncodedWord(text);
+  if (word.length <= MAX_ENCODED_WORD) return word;
+  const words: string[] = [];
+  let chunk = '';
+  for (const character of text) {
+    if (chunk !== '' && mimeFuncs.encodeWord(chunk + character, encoding).length > MAX_ENCODED_WORD) {
+      words.push(mimeFuncs.encodeWord(chunk, encoding));
+      chunk = '';
+    }
+    chunk += character;
+  }
+  if (chunk !== '') words.push(mimeFuncs.encodeWord(chunk, encoding));
+  return words.join(' ');
 }
 
 type HasLongerLines = (str: string, lineLength: number) => boolean;
@@ -193,7 +261,7 @@ export interface PreparedHeader {
 export type MailOptions = Omit<ConstructorParameters<typeof MailComposer>[0], 'subject'> & { subject?: string | PreparedHeader; baseBoundary?: string };
 
 /** The options compileMail builds a tree for itself; any other that is set goes to MailComposer. */
-const DIRECT_OPTIONS = new Set(['from', 'subject', 'text', 'html', 'headers', 'messageId', 'date', 'attachments', 'textEncoding', 'disableFileAccess', 'disableUrlAccess', 'baseBoundary']);
+const DIRECT_OPTIONS = new Set(['from', 'cc', 'replyTo', 'subject', 'text', 'html', 'headers', 'messageId', 'date', 'attachments', 'textEncoding', 'disableFileAccess', 'disableUrlAccess', 'baseBoundary']);
 
 /** The tree MailComposer's compile() gives for `mail` (see above). */
 export function compileMail(mail: MailOptions): MimeNode {
@@ -227,6 +295,8 @@ export function compileMail(mail: MailOptions): MimeNode {
   // The values as compile() passes them: MimeNode takes strings, dates and address objects alike.
   const set = (name: string, value: unknown) => value && root.setHeader(name, value as string);
   set('from', mail.from);
+  set('cc', mail.cc);
+  set('reply-to', mail.replyTo);
   set('subject', mail.subject);
   set('message-id', mail.messageId);
   set('date', mail.date);

@@ -47,7 +47,6 @@ const DOT_ATOM = new RegExp(`^[${ATEXT}]+(?:\\.[${ATEXT}]+)*$`);
 const QUOTED_LOCAL = /^"(?:[\x20\x21\x23-\x5b\x5d-\x7e\u0080-\uffff]|\\[\x20-\x7e])*"$/;
 const LDH_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 const ASCII_DOMAIN = /^[A-Za-z0-9.-]+$/;
-const NAME_ADDR = /^([^<]*)<([^<>]*)>$/;
 const LINE_BREAK = /[\r\n]/;
 
 export type AddressCheck = { ok: true; mailbox: Mailbox } | { ok: false; reason: string };
@@ -83,13 +82,6 @@ export function checkAddrSpec(text: string): AddressCheck {
   return { ok: true, mailbox: { address, name: null } };
 }
 
-/** Removes the quotes of a quoted display name and its backslash escapes. */
-function unquoteName(raw: string): string {
-  const name = raw.trim();
-  if (name.length >= 2 && name.startsWith('"') && name.endsWith('"')) return name.slice(1, -1).replace(/\\(.)/g, '$1');
-  return name;
-}
-
 /** Why `value` is not exactly one mailbox (a From), or null when it is. */
 export function singleMailboxProblem(value: string): string | null {
   const items = splitAddressList(value);
@@ -109,37 +101,177 @@ export function mailboxListProblem(value: string): string | null {
   return null;
 }
 
-/** Parses one mailbox: "a@b.c", "<a@b.c>", "Name <a@b.c>" or "\"Doe, J\" <a@b.c>". */
+/**
+ * Parses one mailbox as RFC 5322 3.4 writes it: an addr-spec ("a@b.c"), or a display name and the
+ * address in angle brackets ("Name <a@b.c>", "\"Doe, J\" <a@b.c>", "<a@b.c>"). A display name is
+ * read as mail readers read it: quoted strings unquoted (any character, `\` escaping the next),
+ * comments (nested, escaped) dropped, the words joined by one space; characters that RFC 5322
+ * wants quoted (`;` `:` `@` `.` `[`...) are taken as written. A comment around a bare addr-spec
+ * names it ("a@b.c (Ann)"), as readers take that older form. Every address header Posthorn writes
+ * is written from this reading (domain/compose-mime.ts), never from the text as given.
+ */
 export function parseMailbox(text: string): AddressCheck {
   const trimmed = text.trim();
   if (LINE_BREAK.test(trimmed)) return { ok: false, reason: 'it contains a line break' };
-  const named = NAME_ADDR.exec(trimmed);
-  if (!named) {
-    if (/[<>]/.test(trimmed)) return { ok: false, reason: 'its angle brackets do not enclose one address' };
-    return checkAddrSpec(trimmed);
+  // The usual recipient: nothing to unquote, no brackets.
+  if (!/["()<>]/.test(trimmed)) return checkAddrSpec(trimmed);
+  // The angle bracket that opens the address: the first outside quoted strings and comments.
+  let open = -1;
+  for (let i = 0; i < trimmed.length && open === -1; i++) {
+    const end = skipQuotedOrComment(trimmed, i);
+    if (end === NOT_CLOSED) return notClosed(trimmed[i]);
+    if (end > i) i = end - 1;
+    else if (trimmed[i] === '<') open = i;
   }
-  const checked = checkAddrSpec(named[2].trim());
+  if (open === -1) return parseBareMailbox(trimmed);
+  // The bracket that closes it: a quoted local part may hold one.
+  let close = -1;
+  for (let i = open + 1; i < trimmed.length && close === -1; i++) {
+    const c = trimmed[i];
+    if (c === '"') {
+      const end = quotedStringEnd(trimmed, i);
+      if (end === NOT_CLOSED) return notClosed(c);
+      i = end - 1;
+    } else if (c === '<') return BRACKETS;
+    else if (c === '>') close = i;
+  }
+  if (close === -1) return BRACKETS;
+  // After the address: white space and comments only ("Ann <a@b.c> (work)").
+  for (let i = close + 1; i < trimmed.length; i++) {
+    const end = skipQuotedOrComment(trimmed, i);
+    if (end === NOT_CLOSED) return notClosed(trimmed[i]);
+    if (trimmed[i] === '(') i = end - 1;
+    else if (trimmed[i] !== ' ' && trimmed[i] !== '\t') return { ok: false, reason: 'it has text after the address in angle brackets' };
+  }
+  const checked = checkAddrSpec(trimmed.slice(open + 1, close).trim());
   if (!checked.ok) return checked;
-  const name = unquoteName(named[1]);
+  return { ok: true, mailbox: { address: checked.mailbox.address, name: readDisplayName(trimmed.slice(0, open)) } };
+}
+
+const BRACKETS: AddressCheck = { ok: false, reason: 'its angle brackets do not enclose one address' };
+/** What quotedStringEnd and commentEnd answer for a quoted string or a comment left open. */
+const NOT_CLOSED = -1;
+
+function notClosed(opener: string): AddressCheck {
+  return { ok: false, reason: opener === '"' ? 'a quoted string (") is not closed' : 'a comment "(" is not closed' };
+}
+
+/** The index after the quoted string that opens at `start` (a `\` escapes the next character), or NOT_CLOSED. */
+function quotedStringEnd(text: string, start: number): number {
+  for (let i = start + 1; i < text.length; i++) {
+    if (text[i] === '\\') i++;
+    else if (text[i] === '"') return i + 1;
+  }
+  return NOT_CLOSED;
+}
+
+/** The index after the comment that opens at `start` (comments nest; `\` escapes), or NOT_CLOSED. */
+function commentEnd(text: string, start: number): number {
+  let depth = 0;
+  for (let i = start; i < text.length; i++) {
+    const c = text[i];
+    if (c === '\\') i++;
+    else if (c === '(') depth++;
+    else if (c === ')' && --depth === 0) return i + 1;
+  }
+  return NOT_CLOSED;
+}
+
+/** The index after the quoted string or comment that opens at `i`; `i` when none opens there. */
+function skipQuotedOrComment(text: string, i: number): number {
+  if (text[i] === '"') return quotedStringEnd(text, i);
+  if (text[i] === '(') return commentEnd(text, i);
+  return i;
+}
+
+/** The text of a quoted string or comment without its delimiters and escapes. */
+function unescapeInner(text: string): string {
+  return text.slice(1, -1).replace(/\\([\s\S])/g, '$1');
+}
+
+/**
+ * The display name before the angle brackets: its words (atoms as written, quoted strings
+ * unquoted) joined by one space where white space or a comment parted them (RFC 5322 3.2.2), and
+ * nothing where they touch. A run of spaces in a quoted string is one space too: readers do not
+ * agree on keeping them (a fold may fall there, and some unfold it into one). Null when it has none.
+ */
+function readDisplayName(text: string): string | null {
+  let name = '';
+  let parted = false;
+  for (let i = 0; i < text.length; ) {
+    const c = text[i];
+    if (c === ' ' || c === '\t' || c === '(') {
+      parted = true;
+      i = c === '(' ? commentEnd(text, i) : i + 1;
+      continue;
+    }
+    let end = i;
+    let word: string;
+    if (c === '"') {
+      end = quotedStringEnd(text, i);
+      word = unescapeInner(text.slice(i, end)).replace(/[ \t]+/g, ' ');
+    } else {
+      while (end < text.length && !' \t("'.includes(text[end])) end++;
+      word = text.slice(i, end);
+    }
+    if (name !== '' && parted) name += ' ';
+    name += word;
+    parted = false;
+    i = end;
+  }
+  const trimmed = name.trim();
+  return trimmed === '' ? null : trimmed;
+}
+
+/**
+ * An addr-spec without angle brackets, with the white space and comments RFC 5322 allows around
+ * it; the text of those comments is its display name. (Every quoted string and comment is closed:
+ * parseMailbox has read the whole text.)
+ */
+function parseBareMailbox(text: string): AddressCheck {
+  // The addr-spec: from its first character outside white space and comments to its last.
+  let start = -1;
+  let end = -1;
+  const comments: string[] = [];
+  for (let i = 0; i < text.length; ) {
+    const c = text[i];
+    if (c === ' ' || c === '\t') {
+      i++;
+    } else if (c === '(') {
+      const close = commentEnd(text, i);
+      comments.push(unescapeInner(text.slice(i, close)).trim());
+      i = close;
+    } else {
+      if (c === '>') return BRACKETS;
+      if (start === -1) start = i;
+      i = c === '"' ? quotedStringEnd(text, i) : i + 1;
+      end = i;
+    }
+  }
+  // A comment inside the addr-spec ("a(x)@b.c") is refused with it.
+  const checked = checkAddrSpec(start === -1 ? '' : text.slice(start, end));
+  if (!checked.ok) return checked;
+  const name = comments.filter((comment) => comment !== '').join(' ');
   return { ok: true, mailbox: { address: checked.mailbox.address, name: name === '' ? null : name } };
 }
 
 /**
- * Splits an address list at the commas that separate mailboxes (not those inside a quoted name or
- * angle brackets). Empty items (a trailing comma) are dropped.
+ * Splits an address list at the commas that separate mailboxes (not those inside a quoted string,
+ * a comment or angle brackets). Empty items (a trailing comma) are dropped.
  */
 export function splitAddressList(text: string): string[] {
   const items: string[] = [];
   let start = 0;
-  let quoted = false;
   let angle = false;
   for (let i = 0; i < text.length; i++) {
     const c = text[i];
-    if (c === '\\' && quoted) i++;
-    else if (c === '"') quoted = !quoted;
-    else if (c === '<' && !quoted) angle = true;
-    else if (c === '>' && !quoted) angle = false;
-    else if (c === ',' && !quoted && !angle) {
+    const end = skipQuotedOrComment(text, i);
+    // One left open runs to the end: parseMailbox says so of its item.
+    if (end === NOT_CLOSED) break;
+    if (end > i) i = end - 1;
+    else if (c === '<') angle = true;
+    else if (c === '>') angle = false;
+    else if (c === ',' && !angle) {
       items.push(text.slice(start, i));
       start = i + 1;
     }

@@ -9,7 +9,7 @@ import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 import { SessionClient, signedInClient } from './session-client.ts';
 
 const SCRIPT = '<script>alert(1)</script>';
-/** A display name may not hold angle brackets (domain/recipients.ts); it tries to break out of an attribute instead. */
+/** A display name that tries to break out of an HTML attribute. */
 const NAME = "Eve' autofocus onfocus='alert(5)";
 
 describe('dashboard over HTTP', () => {

@@ -10,7 +10,7 @@ import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
 import { MailParser } from 'mailparser';
-import { buildMimeNow, compileMail, hasLongerLines, nodemailerEncodeAddressName, nodemailerHasLongerLines, nodemailerNormalizeHeaderKey, nodemailerParseAddresses, parseAddressHeader } from '../../src/domain/mime-build.ts';
+import { buildMimeNow, compileMail, formatDisplayName, hasLongerLines, nodemailerEncodeAddressName, nodemailerHasLongerLines, nodemailerNormalizeHeaderKey, nodemailerParseAddresses, parseAddressHeader } from '../../src/domain/mime-build.ts';
 import { composeMime } from '../../src/domain/compose-mime.ts';
 import type { MessagePayload } from '../../src/domain/message-payload.ts';
 import { prng } from '../helpers/prng.ts';
@@ -160,20 +160,37 @@ describe('MIME built directly from the compiled tree', () => {
     assert.deepEqual(node._parseAddresses('team: a@x.example, B <b@y.example>;'), original('team: a@x.example, B <b@y.example>;'));
   });
 
-  it("writes an address's display name as Nodemailer does, but as encoded-words where no fold could keep its line within 998 octets", () => {
+  it("writes an address's display name with formatDisplayName: quoted or one encoded-word when short, encoded-words only where they must be", () => {
     const node = new MimeNode('text/plain') as unknown as { _encodeAddressName(name: string): string };
     assert.ok(nodemailerEncodeAddressName, 'Nodemailer still has the method');
-    assert.notEqual(node._encodeAddressName, nodemailerEncodeAddressName, 'the version that keeps lines within 998 octets is installed');
-    const original = (name: string) => nodemailerEncodeAddressName!.call(node as never, name);
-    // Names that fit a line, folded at their spaces where long: as Nodemailer writes them.
-    const fitting = ['', 'Ann', 'Doe, Jane', 'Zoë Smith', 'say "hi"', 'x'.repeat(987), `${'y'.repeat(900)} ${'z'.repeat(900)}`, `"${'w'.repeat(900)}" ${'v'.repeat(900)}`];
-    for (const name of fitting) assert.equal(node._encodeAddressName(name), original(name), name.slice(0, 40));
-    // A run one longer than what fits after "Reply-To: " and the quote marks, plain, quoted or not ASCII.
-    for (const name of ['x'.repeat(989), `a.${'x'.repeat(1200)}`, `${'\\"'.repeat(330)}`, `Zoë${'z'.repeat(1200)}`]) {
-      const written = node._encodeAddressName(name);
-      assert.match(written, /^=\?UTF-8\?Q\?/, name.slice(0, 40));
-      assert.ok(written.split(' ').every((word) => word.length <= 76), 'words a fold can separate');
-      assert.equal(decodeWords(written), name);
+    assert.notEqual(node._encodeAddressName, nodemailerEncodeAddressName, 'formatDisplayName is installed');
+    const written: Array<[string, string]> = [
+      ['', ''],
+      ['Ann', 'Ann'],
+      ['Ann Smith', 'Ann Smith'],
+      ['Doe, Jane', '"Doe, Jane"'],
+      ['say "hi" \\o/', '"say \\"hi\\" \\\\o/"'],
+      ['Team: Sales;', '"Team: Sales;"'],
+      ['Smith, J\u00fcrgen', '=?UTF-8?Q?Smith=2C_J=C3=BCrgen?='],
+      ['\u682a\u5f0f\u4f1a\u793e', '=?UTF-8?B?5qCq5byP5Lya56S+?='],
+      // Longer than one encoded-word: the plain words between as a quoted string.
+      ['M\u00fcller-L\u00fcdenscheidt GmbH & Co. KG, Abteilung Kundenservice', '=?UTF-8?B?TcO8bGxlci1Mw7xkZW5zY2hlaWR0?= "GmbH & Co. KG, Abteilung Kundenservice"'],
+    ];
+    for (const [name, expected] of written) {
+      assert.equal(node._encodeAddressName(name), expected, name);
+      assert.equal(formatDisplayName(name, 10), expected, name);
+    }
+    // Names that fit a line, folded at their spaces where long: plain or quoted, never encoded.
+    for (const name of ['x'.repeat(987), `${'y'.repeat(900)} ${'z'.repeat(900)}`, `"${'w'.repeat(900)}" ${'v'.repeat(900)}`]) {
+      assert.doesNotMatch(node._encodeAddressName(name), /=\?/, name.slice(0, 40));
+    }
+    // A run one longer than what fits after "Reply-To: " and the quote marks, plain, quoted or not
+    // ASCII; and a run outside ASCII longer than one encoded-word may be.
+    for (const name of ['x'.repeat(989), `a.${'x'.repeat(1200)}`, `${'\\"'.repeat(330)}`, `Zo\u00eb${'z'.repeat(1200)}`, '\u0436'.repeat(40)]) {
+      const words = node._encodeAddressName(name);
+      assert.match(words, /^=\?UTF-8\?[QB]\?/, name.slice(0, 40));
+      assert.ok(words.split(' ').every((word) => word.length <= 75), 'encoded-words of at most 75 characters, which a fold can separate');
+      assert.equal(decodeWords(words), name);
     }
   });
 

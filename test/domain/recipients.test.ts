@@ -38,9 +38,36 @@ describe('addresses', () => {
     assert.equal(parseMailbox('Ann a@example.com>').ok, false);
   });
 
-  it('splits lists at commas outside quotes and angle brackets', () => {
+  it('reads display names as RFC 5322 writes them: quoted strings with any character and escapes, comments, words', () => {
+    const mailbox = (text: string) => {
+      const r = parseMailbox(text);
+      return r.ok ? [r.mailbox.name, r.mailbox.address] : r.reason;
+    };
+    // Angle brackets, specials and escapes inside a quoted string are part of the name.
+    assert.deepEqual(mailbox('"Sales <EU>" <a@example.test>'), ['Sales <EU>', 'a@example.test']);
+    assert.deepEqual(mailbox('"Team; Zo\u00eb" <m3@example.test>'), ['Team; Zo\u00eb', 'm3@example.test']);
+    assert.deepEqual(mailbox('"J\u00fcrgen (Support)" <m4@example.test>'), ['J\u00fcrgen (Support)', 'm4@example.test']);
+    assert.deepEqual(mailbox('"a\\"b\\\\c <d>" <x@example.com>'), ['a"b\\c <d>', 'x@example.com']);
+    assert.deepEqual(mailbox('<"a>b"@example.com>'), [null, '"a>b"@example.com']);
+    // Words joined by one space; comments dropped (nested, escaped), or naming a bare address.
+    assert.deepEqual(mailbox('"Doe, J"  Jr. <a@example.com>'), ['Doe, J Jr.', 'a@example.com']);
+    assert.deepEqual(mailbox('"Ann   Smith" <a@example.com>'), ['Ann Smith', 'a@example.com']);
+    assert.deepEqual(mailbox('Ann (x (y, z) \\) w) Smith <a@example.com> (work)'), ['Ann Smith', 'a@example.com']);
+    assert.deepEqual(mailbox('(only a comment) <a@example.com>'), [null, 'a@example.com']);
+    assert.deepEqual(mailbox('a@example.com (Ann Smith)'), ['Ann Smith', 'a@example.com']);
+    assert.deepEqual(mailbox('Team: Sales; <a@example.com>'), ['Team: Sales;', 'a@example.com']);
+    // What is not one mailbox.
+    assert.equal(mailbox('"Ann <a@example.com>'), 'a quoted string (") is not closed');
+    assert.equal(mailbox('Ann (note <a@example.com>'), 'a comment "(" is not closed');
+    assert.equal(mailbox('Ann <a@example.com> Smith'), 'it has text after the address in angle brackets');
+    assert.equal(mailbox('Ann <a@example.com'), 'its angle brackets do not enclose one address');
+    assert.equal(mailbox('team: a@example.com;'), 'the part before @ has characters that need quoting');
+  });
+
+  it('splits lists at commas outside quotes, comments and angle brackets', () => {
     assert.deepEqual(splitAddressList('a@b.co, "Doe, J" <d@e.fr>,  ,c@d.io,'), ['a@b.co', '"Doe, J" <d@e.fr>', 'c@d.io']);
     assert.deepEqual(splitAddressList('Odd <we,ird@x.com>'), ['Odd <we,ird@x.com>']);
+    assert.deepEqual(splitAddressList('Ann (Smith, J) <a@b.co>, "x\\", y" <c@d.co>, e@f.co'), ['Ann (Smith, J) <a@b.co>', '"x\\", y" <c@d.co>', 'e@f.co']);
   });
 });
 
