@@ -103,7 +103,7 @@ export async function composeMime(
     date: opts.date,
     attachments: (payload.attachments ?? []).map((a) => ({
       filename: a.filename,
-      contentType: a.contentType,
+      contentType: attachmentContentType(a.contentType),
       content: a.content,
       encoding: 'base64',
     })),
@@ -191,6 +191,23 @@ const STRUCTURED_HEADERS = new Set(['from', 'sender', 'to', 'cc', 'bcc', 'reply-
 function headerWithinLines(name: string, value: string): string | PreparedHeader {
   if (!outgrowsLine(name.length + 2, value) || STRUCTURED_HEADERS.has(name.toLowerCase())) return value;
   return { prepared: true, foldLines: true, value: mimeFuncs.encodeWord(value, 'Q', 52) };
+}
+
+/**
+ * An attachment's Content-Type as given (type/subtype and parameters, charset kept), without the
+ * file name parameters it may carry (`name`, `filename`, in any case, RFC 2231 forms included):
+ * MimeNode writes the attachment's file name as the one `name`, and as the Content-Disposition
+ * filename, so one given here would be written twice, or contradict it (docs/api/send-message.md,
+ * "Attachments"). A type without them, every usual one, is returned as it is.
+ */
+function attachmentContentType(contentType: string): string {
+  if (!/name/i.test(contentType)) return contentType;
+  const structured = mimeFuncs.parseHeaderValue(contentType);
+  // parseHeaderValue lower-cases the names and joins a parameter's RFC 2231 parts into one.
+  if (!('name' in structured.params) && !('filename' in structured.params)) return contentType;
+  delete structured.params.name;
+  delete structured.params.filename;
+  return mimeFuncs.buildHeaderValue(structured);
 }
 
 /**

@@ -241,6 +241,44 @@ describe('composition, at a real SMTP server', () => {
     }
   });
 
+  it("an attachment's part names its file once, in Content-Type and Content-Disposition, whatever name parameters content_type carried", async () => {
+    const content = Buffer.from('attached').toString('base64');
+    // content_type as clients send it: with the same name, a different one, filename (the Ruby
+    // client's), in another case, in RFC 2231 parts, and with a charset that stays.
+    const given: Record<string, string> = {
+      'invoice.pdf': 'application/pdf; name=invoice.pdf',
+      'report.csv': 'text/csv; name="other.csv"; header=present',
+      'test.txt': 'text/plain; filename=test.txt; charset=iso-8859-1',
+      'data.bin': 'application/octet-stream; NAME=x.bin; FileName="y.bin"',
+      'parts.txt': "text/plain; name*0=pa; name*1*=utf-8''rts.txt; charset=utf-8",
+      'plain.txt': 'text/plain; charset=utf-8',
+    };
+    await send('attachment-names', {
+      recipients: ['files@attachments.test'],
+      headers: { from: 'shop@posthorn.test', subject: 'Files' },
+      content: { 'text/plain': 'see attached' },
+      attachments: Object.fromEntries(Object.entries(given).map(([file, type]) => [file, { content_type: type, content }])),
+    });
+    await h.drain();
+    const raw = receivedBy('files@attachments.test');
+    const parsed = await simpleParser(raw);
+    assert.deepEqual(parsed.attachments.map((a) => a.filename).sort(), Object.keys(given).sort());
+    // Each part's header lines as received, unfolded: exactly one name parameter, the file's.
+    const parts = raw.toString('utf8').split(/\r\n--[^\r\n]+\r\n/).slice(1);
+    const heads = parts.map((part) => part.slice(0, part.indexOf('\r\n\r\n')).replace(/\r\n[ \t]+/g, ' '));
+    for (const [file, type] of Object.entries(given)) {
+      const head = heads.find((text) => new RegExp(`filename="?${file.replace('.', '\\.')}"?`).test(text));
+      assert.ok(head, `the part of ${file}`);
+      const contentType = /^Content-Type: (.*)$/im.exec(head)![1];
+      assert.deepEqual(contentType.match(/(?:^|;)\s*(?:file)?name\*?[0-9]*\*?=/gi)?.length, 1, contentType);
+      assert.match(contentType, new RegExp(`; name=${file.replace('.', '\\.')}$`), contentType);
+      assert.deepEqual(/^Content-Disposition: (.*)$/im.exec(head)![1], `attachment; filename=${file}`);
+      // The type and the other parameters, as given.
+      assert.equal(contentType.split(';')[0], type.split(';')[0]);
+      for (const kept of ['header=present', 'charset=iso-8859-1', 'charset=utf-8']) if (type.includes(kept)) assert.ok(contentType.includes(kept), `${kept} in ${contentType}`);
+    }
+  });
+
   it('every CR of a body part arrives as part of a CRLF, in 7bit and quoted-printable parts, rendered or not', async () => {
     // 7bit: plain ASCII with short lines. Quoted-printable: a line over 76 characters, and Latin
     // text with a letter outside ASCII (the HTML part). A lone CR given in the content, one brought
