@@ -101,6 +101,12 @@ describe('operations commands', () => {
     const human = run('template', 'render', 'welcome', '--variables', '{"name":"Ada"}', '--project', projectUid);
     assert.equal(human.code, 0, human.stderr);
     assert.match(human.stdout, /^Subject: Hi Ada$/m);
+    assert.match(human.stdout, /^From: ops@posthorn\.test$/m);
+    // A template without a From: the project's default From, as a send would get it.
+    fs.writeFileSync(path.join(dir, 'bare.txt'), 'Plain {{name}}');
+    assert.deepEqual(json('template', 'push', path.join(dir, 'bare.txt'), '--project', projectUid), [{ slug: 'bare', action: 'created' }]);
+    assert.match(json('template', 'render', 'bare', '--project', projectUid).from, /^noreply@\S+$/);
+    assert.match(run('template', 'render', 'bare', '--project', projectUid).stdout, /^From: noreply@\S+$/m);
     assert.equal(run('template', 'push', path.join(dir, 'bad.exe'), '--project', projectUid).code, 1, 'a missing file fails');
     // Loops within loops stop at the limits of docs/templates.md ("Limits"): the part's error, exit 1.
     fs.writeFileSync(path.join(dir, 'loops.txt'), '{{#each a}}{{#each ../a}}{{#each ../../a}}x{{/each}}{{/each}}{{/each}}');

@@ -320,6 +320,8 @@ describe('dashboard over HTTP', () => {
     };
     const p = await preview({ subject: 'Hi {{name}}', html: '<p>Dear {{name}}</p>', text: 'Dear {{name}}', variables: '{"name":"Ada"}' });
     assert.equal(p.subject, 'Hi Ada');
+    // No From in the editor: the project's default From, the one a send would get.
+    assert.equal(p.from, 'noreply@posthorn.test');
     assert.equal(p.text, 'Dear Ada');
     assert.deepEqual(p.errors, {});
     const missing = await preview({ subject: 'x', parent: 'no-such-layout' });

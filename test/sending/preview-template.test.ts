@@ -47,6 +47,29 @@ describe('preview_template', () => {
     }
   });
 
+  it("shows the From a send gets: the call's, else the template's, else the project's default From, rendered", async () => {
+    const setDefaultFrom = (value: string) => t.call('update_project', { api_key: seed.accountKey, arguments: { uid: seed.projectUid, settings: { default_from: value } } });
+    assert.equal((await setDefaultFrom('"Billing, {{team}}" <billing@example.com>')).status, 200);
+    const created = await t.call('create_template', { api_key: seed.projectKey, arguments: { slug: 'no-from', subject: 'Hi {{name}}', text: 'Body' } });
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    const variables = { name: 'Ann', team: 'EU' };
+    for (const call of [asProject, asAccount]) {
+      const r = await call({ template: 'no-from', variables });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      assert.equal(r.body.data.preview.from, '"Billing, EU" <billing@example.com>');
+    }
+    // What a send of that template stores as its From (rendered per copy at delivery).
+    const sent = await t.call('send_message', { api_key: seed.projectKey, arguments: { recipients: 'a@example.com', template: 'no-from', variables, deliver: false } });
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    const row = await t.app.services.store.db.selectFrom('messages').select('payload').where('id', '=', sent.body.data.message.id).executeTakeFirstOrThrow();
+    assert.equal(JSON.parse(row.payload).from, '"Billing, {{team}}" <billing@example.com>');
+    // The call's From, or the template's, wins; without a default_from, noreply@ the mailer host.
+    assert.equal((await asProject({ template: 'no-from', from: 'Me <me@example.com>' })).body.data.preview.from, 'Me <me@example.com>');
+    assert.equal((await asProject({ template: 'order' })).body.data.preview.from, 'Shop <shop@example.com>');
+    assert.equal((await setDefaultFrom('')).status, 200);
+    assert.equal((await asProject({ template: 'no-from' })).body.data.preview.from, `noreply@${t.app.services.config.mailerHost}`);
+  });
+
   it('names the variables substituted without a value; a condition is not one', async () => {
     const r = await asProject({ content: { 'text/plain': 'Hi {{name}} {{#if vip}}VIP{{/if}} {{user.first}}{{user.last}}', 'text/html': '<b>{{greeting}}</b>' }, subject: 'For {{name}}', variables: { user: { first: 'A' } } });
     assert.equal(r.status, 200, JSON.stringify(r.body));
