@@ -10,9 +10,9 @@ export const SOFT_BOUNCE_WINDOW_MS = 72 * 3_600_000;
 export const SOFT_BOUNCE_BLOCK_MS = 24 * 3_600_000;
 
 /**
- * The form addresses are stored and compared in: trimmed, a display name and angle brackets removed, the domain
- * lower-cased (domains are case-insensitive; local parts, strictly, are not, so they are kept) and,
- * internationalised, in its Unicode form (bücher.example, not xn--bcher-kva.example).
+ * An address as the suppression list shows it: trimmed, a display name and angle brackets removed,
+ * the domain lower-cased and, internationalised, in its Unicode form (bücher.example, not
+ * xn--bcher-kva.example); the local part as written. Entries are compared by suppressionKey.
  */
 export function normalizeAddress(address: string): string {
   const trimmed = address.trim();
@@ -23,6 +23,17 @@ export function normalizeAddress(address: string): string {
   const domain = bare.slice(at + 1).toLowerCase().replace(/\.$/, '');
   // An internationalised domain in its ASCII form (a DSN names it so) is the domain as written.
   return `${bare.slice(0, at)}@${domain.includes('xn--') ? domainToUnicode(domain) || domain : domain}`;
+}
+
+/**
+ * The identity of an address on the suppression list: its normalizeAddress form lower-cased, local
+ * part included. RFC 5321 lets a local part be case-sensitive, but no mailbox provider makes two
+ * mailboxes of two spellings, and a bounce or a complaint for one spelling must stop mail to the
+ * others (docs/domains-and-bounces.md, "Suppression rules"); sending de-duplicates recipients the
+ * same way (domain/recipients.ts addressKey).
+ */
+export function suppressionKey(address: string): string {
+  return normalizeAddress(address).toLowerCase();
 }
 
 /** A plausible mailbox address (local@domain.tld, no spaces or brackets): for manual entries. */

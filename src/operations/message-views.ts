@@ -6,6 +6,7 @@
 // a message submitted over SMTP is stored as MIME, and its content is read from it
 // (domain/mime-content.ts).
 import { ApiError } from '../domain/errors.ts';
+import { suppressionKey } from '../domain/suppression-policy.ts';
 import { deliveredAddressOf, parsePayload, scheduledSendAt, type MessagePayload } from '../domain/message-payload.ts';
 import { readMimeContent, type MimeContent } from '../domain/mime-content.ts';
 import { mergeVariables, TemplateRenderError, type PartKind, type Variables } from '../domain/variables.ts';
@@ -384,9 +385,10 @@ export async function getMessageView(services: Services, message: Message, proje
   const { shown, next: nextRecipients } = pageOf(copyRows, TIMELINE_PAGE_SIZE);
   const [attempts, suppressions] = await Promise.all([
     listAttemptsOf(db, shown.map((t) => Number(t.id))),
-    findSuppressions(db, project.id, [...new Set(shown.map((t) => t.recipient.toLowerCase()))]),
+    findSuppressions(db, project.id, [...new Set(shown.map((t) => suppressionKey(t.recipient)))]),
   ]);
-  const suppressionOf = new Map(suppressions.map((s) => [s.address.toLowerCase(), s]));
+  // An entry's address is its key (storage/suppressions.ts): found by any spelling of the recipient.
+  const suppressionOf = new Map(suppressions.map((s) => [s.address, s]));
   const recipients = shown.map((t) => {
     const entries: TimelineEntry[] = [{ at: Number(t.created_at), kind: 'accepted' }];
     for (const a of attempts.filter((x) => Number(x.transmission_id) === Number(t.id))) {
@@ -404,7 +406,7 @@ export async function getMessageView(services: Services, message: Message, proje
     // A waiting copy no worker holds (a held one's next_attempt_at is its lease's end).
     if ((t.status === 'queued' || t.status === 'retry') && t.locked_by === null) entries.push({ at: Number(t.next_attempt_at), kind: 'due' });
     entries.sort((a, b) => a.at - b.at);
-    return { transmission: t, deliveredTo: deliveredAddressOf(payload, t.recipient), entries, suppression: suppressionOf.get(t.recipient.toLowerCase()) ?? null };
+    return { transmission: t, deliveredTo: deliveredAddressOf(payload, t.recipient), entries, suppression: suppressionOf.get(suppressionKey(t.recipient)) ?? null };
   });
   const hookRows = await listMessageWebhookDeliveries(db, { messageId: Number(message.id), afterId: decodeIdCursor(query.webhooksCursor), limit: WEBHOOK_DELIVERIES_PAGE_SIZE + 1 });
   const hooks = pageOf(hookRows, WEBHOOK_DELIVERIES_PAGE_SIZE);

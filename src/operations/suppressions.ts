@@ -3,7 +3,7 @@
 // recordBounce; get_suppression_list (reports) reads them, and can present them with
 // presentSuppression below.
 import { ApiError, callError } from '../domain/errors.ts';
-import { isPlausibleAddress, normalizeAddress } from '../domain/suppression-policy.ts';
+import { isPlausibleAddress, normalizeAddress, suppressionKey } from '../domain/suppression-policy.ts';
 import { formatIsoTime } from '../domain/time.ts';
 import type { Project, Suppression } from '../storage/schema.ts';
 import { addManualSuppressions, findSuppressions, removeSuppressions } from '../storage/suppressions.ts';
@@ -19,6 +19,24 @@ export interface SuppressionView {
   message: string | null;
 }
 
+/**
+ * The address an entry is shown under (the API's keys, the dashboard): the spelling it was first
+ * stored with. An entry is found by any spelling (docs/domains-and-bounces.md, "Suppression rules").
+ */
+export function shownAddress(row: Suppression): string {
+  return row.display_address ?? row.address;
+}
+
+/** The given addresses in their normal form, one per entry (the first spelling of each), in order. */
+function distinctAddresses(addresses: readonly string[]): string[] {
+  const byKey = new Map<string, string>();
+  for (const address of addresses) {
+    const normal = normalizeAddress(address);
+    if (!byKey.has(suppressionKey(normal))) byKey.set(suppressionKey(normal), normal);
+  }
+  return [...byKey.values()];
+}
+
 /** One entry as get_suppression_list shows it (compatibility.md). */
 export function presentSuppression(row: Suppression): SuppressionView {
   return { status: row.status, suppression_state: row.suppression_state, blocked_until: formatIsoTime(row.blocked_until), message: row.message };
@@ -31,14 +49,14 @@ function checkCount(addresses: readonly string[]): void {
   }
 }
 
-/** Adds addresses; answers every given address's entry after the call, keyed by normalized address. */
+/** Adds addresses; answers every given address's entry after the call, keyed by its shown address. */
 export async function addToSuppressionList(
   services: Services,
   project: Project,
   input: { addresses: readonly string[]; message: string | null },
 ): Promise<Record<string, SuppressionView>> {
   checkCount(input.addresses);
-  const addresses = [...new Set(input.addresses.map(normalizeAddress))];
+  const addresses = distinctAddresses(input.addresses);
   const invalid = addresses.find((a) => !isPlausibleAddress(a));
   if (invalid !== undefined) throw new ApiError('precondition_failed', `Invalid email address "${invalid.slice(0, 320)}".`);
   const message = input.message ?? 'Added manually';
@@ -47,7 +65,7 @@ export async function addToSuppressionList(
     await addManualSuppressions(trx, project.id, addresses, message.slice(0, 1000), now);
     return findSuppressions(trx, project.id, addresses);
   });
-  return Object.fromEntries(rows.map((r) => [r.address, presentSuppression(r)]));
+  return Object.fromEntries(rows.map((r) => [shownAddress(r), presentSuppression(r)]));
 }
 
 export interface RemovalResult {
@@ -55,15 +73,18 @@ export interface RemovalResult {
   not_found: string[];
 }
 
-/** Removes entries; answers both lists in the order given; 404 when none of the addresses was on the list. */
+/**
+ * Removes entries, found by any spelling; answers both lists in the order given, as given (in
+ * normal form); 404 when none of the addresses was on the list.
+ */
 export async function removeFromSuppressionList(services: Services, project: Project, input: { addresses: readonly string[] }): Promise<RemovalResult> {
   checkCount(input.addresses);
-  const addresses = [...new Set(input.addresses.map(normalizeAddress))];
+  const addresses = distinctAddresses(input.addresses);
   const gone = new Set(await services.store.write((trx) => removeSuppressions(trx, project.id, addresses)));
-  const notFound = addresses.filter((a) => !gone.has(a));
+  const notFound = addresses.filter((a) => !gone.has(suppressionKey(a)));
   if (gone.size === 0) {
     const shown = notFound.slice(0, 5).join(', ') + (notFound.length > 5 ? `, and ${notFound.length - 5} more` : '');
     throw new ApiError('not_found', `Not on the suppression list: ${shown}.`);
   }
-  return { removed: addresses.filter((a) => gone.has(a)), not_found: notFound };
+  return { removed: addresses.filter((a) => gone.has(suppressionKey(a))), not_found: notFound };
 }

@@ -135,7 +135,10 @@ export interface AttemptsTable {
 export interface SuppressionsTable {
   id: Generated<number>;
   project_id: number;
+  /** the entry's identity: the address's suppressionKey (domain/suppression-policy.ts), lower-cased (migration 240) */
   address: string;
+  /** the address as first stored (normalizeAddress: the local part's case kept), shown; null in a row a process of the version before migration 240 wrote during a rollout */
+  display_address: string | null;
   /** rejected | warning */
   status: string;
   /** hard_bounce | soft_bounce | manual | ... */
@@ -151,7 +154,7 @@ export interface SuppressionsTable {
 export interface SoftBouncesTable {
   id: Generated<number>;
   project_id: number;
-  /** normalized like suppressions.address */
+  /** the address's suppressionKey, as suppressions.address */
   address: string;
   failures: number;
   first_failure_at: number;

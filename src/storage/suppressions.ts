@@ -3,22 +3,23 @@
 // Rules (docs/domains-and-bounces.md): a hard bounce makes the address `rejected`/`hard_bounce`
 // until removed; SOFT_BOUNCE_THRESHOLD soft failures within SOFT_BOUNCE_WINDOW_MS make it
 // `warning`/`soft_bounce` with blocked_until = now + SOFT_BOUNCE_BLOCK_MS; a hard bounce upgrades
-// a warning. Every address is stored and looked up in normalizeAddress form.
+// a warning. Every entry is stored and looked up by its suppressionKey (case-insensitive, the local
+// part included), and keeps the spelling it was first stored with in display_address.
 //
 // For the reports engineer (get_suppression_list): listSuppressions(db, projectId) returns the
 // rows in insertion order; present blocked_until with formatIsoTime.
 import { CompiledQuery, sql } from 'kysely';
 import { CompiledStatement } from './compiled-statement.ts';
 import { preparedOnServer, takesArrayParameters } from './dialect.ts';
-import { normalizeAddress, SOFT_BOUNCE_BLOCK_MS, SOFT_BOUNCE_THRESHOLD, SOFT_BOUNCE_WINDOW_MS } from '../domain/suppression-policy.ts';
+import { normalizeAddress, SOFT_BOUNCE_BLOCK_MS, SOFT_BOUNCE_THRESHOLD, SOFT_BOUNCE_WINDOW_MS, suppressionKey } from '../domain/suppression-policy.ts';
 import type { Tx } from './store.ts';
 import type { Suppression } from './schema.ts';
 
 /** An entry that blocks sending to `address` now: `rejected`, or `warning` with blocked_until > now. */
 export async function findActiveSuppression(db: Tx, projectId: number, address: string, now: number): Promise<Suppression | undefined> {
   // Batched only outside a transaction: a pending lookup must not outlive the connection it runs on.
-  if (!db.isTransaction) return lookupsOf(db).find(projectId, normalizeAddress(address), now);
-  const { rows } = await db.executeQuery(ACTIVE_SUPPRESSION.with(db, { projectId, address: normalizeAddress(address), now }));
+  if (!db.isTransaction) return lookupsOf(db).find(projectId, suppressionKey(address), now);
+  const { rows } = await db.executeQuery(ACTIVE_SUPPRESSION.with(db, { projectId, address: suppressionKey(address), now }));
   return rows[0];
 }
 
@@ -80,13 +81,13 @@ class SuppressionLookups {
 
 // The columns are listed: a prepared statement's result type must not change under it (a column
 // added by a migration while older processes still run).
-const LOOKUP_SQL = preparedOnServer(`SELECT s.id, s.project_id, s.address, s.status, s.suppression_state, s.blocked_until, s.message,
+const LOOKUP_SQL = preparedOnServer(`SELECT s.id, s.project_id, s.address, s.display_address, s.status, s.suppression_state, s.blocked_until, s.message,
   s.soft_failures, s.created_at, s.updated_at, q.lookup FROM unnest($1::bigint[], $2::text[], $3::bigint[]) WITH ORDINALITY AS q(project_id, address, now, lookup)
 JOIN suppressions s ON s.project_id = q.project_id AND s.address = q.address
 WHERE s.status = 'rejected' OR (s.status = 'warning' AND s.blocked_until > q.now)`);
 
 // json_each numbers the array from 0 (its key); the lookups are numbered from 1, as WITH ORDINALITY does.
-const LOOKUP_JSON_SQL = `SELECT s.id, s.project_id, s.address, s.status, s.suppression_state, s.blocked_until, s.message,
+const LOOKUP_JSON_SQL = `SELECT s.id, s.project_id, s.address, s.display_address, s.status, s.suppression_state, s.blocked_until, s.message,
   s.soft_failures, s.created_at, s.updated_at, q.key + 1 AS lookup FROM json_each(?) AS q
 JOIN suppressions s ON s.project_id = q.value ->> 0 AND s.address = q.value ->> 1
 WHERE s.status = 'rejected' OR (s.status = 'warning' AND s.blocked_until > q.value ->> 2)`;
@@ -115,18 +116,20 @@ export interface BounceRecord {
 
 /** Records a hard or soft bounce against the address (inside the caller's transaction). */
 export async function recordBounce(trx: Tx, bounce: BounceRecord): Promise<void> {
-  const address = normalizeAddress(bounce.address);
+  const address = suppressionKey(bounce.address);
+  const display = normalizeAddress(bounce.address);
   const message = bounce.message.slice(0, 1000);
   if (bounce.kind === 'hard') {
     // A hard bounce is the strongest word on an address: it replaces any entry.
-    await putRejected(trx, { projectId: bounce.projectId, address, state: 'hard_bounce', message, now: bounce.now }, true);
+    await putRejected(trx, { projectId: bounce.projectId, address, display, state: 'hard_bounce', message, now: bounce.now }, true);
     await clearSoftBounces(trx, bounce.projectId, address);
     return;
   }
-  await recordSoftBounce(trx, { ...bounce, address, message });
+  await recordSoftBounce(trx, { ...bounce, address, message }, display);
 }
 
-async function recordSoftBounce(trx: Tx, bounce: BounceRecord): Promise<void> {
+/** `bounce.address` is the key; `display` the spelling a new entry shows. */
+async function recordSoftBounce(trx: Tx, bounce: BounceRecord, display: string): Promise<void> {
   const existing = await trx
     .selectFrom('suppressions')
     .select(['status'])
@@ -173,6 +176,7 @@ async function recordSoftBounce(trx: Tx, bounce: BounceRecord): Promise<void> {
     .values({
       project_id: bounce.projectId,
       address: bounce.address,
+      display_address: display,
       status: 'warning',
       suppression_state: 'soft_bounce',
       blocked_until: blockedUntil,
@@ -203,19 +207,20 @@ async function recordSoftBounce(trx: Tx, bounce: BounceRecord): Promise<void> {
  * bounce or a manual entry says as much); a `warning` becomes the complaint.
  */
 export async function recordComplaint(trx: Tx, complaint: { projectId: number; address: string; message: string; now: number }): Promise<void> {
-  const address = normalizeAddress(complaint.address);
-  await putRejected(trx, { projectId: complaint.projectId, address, state: 'complaint', message: complaint.message.slice(0, 1000), now: complaint.now }, false);
+  const address = suppressionKey(complaint.address);
+  const display = normalizeAddress(complaint.address);
+  await putRejected(trx, { projectId: complaint.projectId, address, display, state: 'complaint', message: complaint.message.slice(0, 1000), now: complaint.now }, false);
   await clearSoftBounces(trx, complaint.projectId, address);
 }
 
 /**
- * Puts a normalized address on the list as `rejected` with `state` (hard_bounce, complaint,
- * manual). An entry already there becomes this one if it is a `warning`, or whatever it is when
- * `replacesRejected`.
+ * Puts an address (its key, and the spelling a new entry shows) on the list as `rejected` with
+ * `state` (hard_bounce, complaint, manual). An entry already there becomes this one if it is a
+ * `warning`, or whatever it is when `replacesRejected`; it keeps the spelling it was stored with.
  */
 async function putRejected(
   trx: Tx,
-  entry: { projectId: number; address: string; state: string; message: string | null; now: number },
+  entry: { projectId: number; address: string; display: string; state: string; message: string | null; now: number },
   replacesRejected: boolean,
 ): Promise<void> {
   const update = { status: 'rejected', suppression_state: entry.state, blocked_until: null, message: entry.message, updated_at: entry.now };
@@ -224,6 +229,7 @@ async function putRejected(
     .values({
       project_id: entry.projectId,
       address: entry.address,
+      display_address: entry.display,
       status: 'rejected',
       suppression_state: entry.state,
       blocked_until: null,
@@ -241,7 +247,7 @@ async function putRejected(
 
 /** Forgets the soft failures counted for an address (after a delivery succeeds, or a removal). */
 export async function clearSoftBounces(trx: Tx, projectId: number, address: string): Promise<void> {
-  await trx.deleteFrom('soft_bounces').where('project_id', '=', projectId).where('address', '=', normalizeAddress(address)).execute();
+  await trx.deleteFrom('soft_bounces').where('project_id', '=', projectId).where('address', '=', suppressionKey(address)).execute();
 }
 
 /** The project's whole list, oldest first (get_suppression_list). */
@@ -255,7 +261,7 @@ export async function findSuppressions(db: Tx, projectId: number, addresses: rea
     .selectFrom('suppressions')
     .selectAll()
     .where('project_id', '=', projectId)
-    .where('address', 'in', addresses.map(normalizeAddress))
+    .where('address', 'in', addresses.map(suppressionKey))
     .orderBy('id')
     .execute();
 }
@@ -266,14 +272,14 @@ export async function findSuppressions(db: Tx, projectId: number, addresses: rea
  */
 export async function addManualSuppressions(trx: Tx, projectId: number, addresses: readonly string[], message: string | null, now: number): Promise<void> {
   for (const address of addresses) {
-    await putRejected(trx, { projectId, address: normalizeAddress(address), state: 'manual', message, now }, false);
+    await putRejected(trx, { projectId, address: suppressionKey(address), display: normalizeAddress(address), state: 'manual', message, now }, false);
   }
 }
 
-/** Removes entries (and their soft-failure counts); returns the normalized addresses removed. */
+/** Removes entries (and their soft-failure counts); returns the keys (suppressionKey) of those removed. */
 export async function removeSuppressions(trx: Tx, projectId: number, addresses: readonly string[]): Promise<string[]> {
   if (addresses.length === 0) return [];
-  const normalized = addresses.map(normalizeAddress);
+  const normalized = addresses.map(suppressionKey);
   const removed = await trx
     .deleteFrom('suppressions')
     .where('project_id', '=', projectId)

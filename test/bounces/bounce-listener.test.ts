@@ -74,13 +74,14 @@ describe('bounce listener', () => {
     assert.ok(row.failed_at !== null);
     assert.ok(row.completed_at !== null, 'the acceptance stays on record');
 
+    // Any spelling of the address is suppressed; the entry shows the one the bounce named.
     const entry = await findActiveSuppression(services.store.db, seed.projectId, 'gone@example.net', services.clock.now());
-    assert.equal(entry, undefined, 'local parts are case-sensitive');
+    assert.equal(entry?.display_address, 'Gone@example.net');
     const suppressed = await findActiveSuppression(services.store.db, seed.projectId, 'Gone@EXAMPLE.net', services.clock.now());
     assert.ok(suppressed);
     assert.equal(suppressed.status, 'rejected');
     assert.equal(suppressed.suppression_state, 'hard_bounce');
-    assert.equal(suppressed.address, 'Gone@example.net');
+    assert.equal(suppressed.address, 'gone@example.net', 'stored under its key');
 
     const events = await bouncedEvents(fx.transmissionId);
     assert.equal(events.length, 1);

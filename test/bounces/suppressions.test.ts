@@ -2,9 +2,11 @@
 // methods over the real HTTP API.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { Kysely } from 'kysely';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { SOFT_BOUNCE_BLOCK_MS, SOFT_BOUNCE_WINDOW_MS } from '../../src/domain/suppression-policy.ts';
-import { findActiveSuppression, recordBounce, type BounceRecord } from '../../src/storage/suppressions.ts';
+import { findActiveSuppression, recordBounce, recordComplaint, type BounceRecord } from '../../src/storage/suppressions.ts';
+import { up as migrateSuppressionKeys } from '../../src/storage/migrations/240-suppression-address-keys.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 
 describe('suppression list', () => {
@@ -129,6 +131,45 @@ describe('suppression list', () => {
     assert.equal(await active('soft2@example.com'), undefined);
   });
 
+  it('is case-insensitive on the whole address for every path, and shows the spelling an entry was first stored with', async () => {
+    const listed = async () => (await call('get_suppression_list', {})).body.data as Record<string, { suppression_state: string }>;
+    const spellings = async (key: string) => Object.keys(await listed()).filter((a) => a.toLowerCase() === key);
+
+    // Added by hand under one spelling: every other is suppressed (delivery's check), and adding
+    // another spelling adds nothing.
+    const added = await call('add_to_suppression_list', { addresses: ['Sup.Case@Example.test', 'SUP.CASE@example.test'] });
+    assert.equal(added.status, 200, JSON.stringify(added.body));
+    assert.deepEqual(Object.keys(added.body.data.suppression_list), ['Sup.Case@example.test']);
+    assert.ok(await active('sup.case@example.test'));
+    assert.ok(await active('SUP.case@EXAMPLE.TEST'));
+    const again = await call('add_to_suppression_list', { address: 'sup.case@example.test' });
+    assert.deepEqual(Object.keys(again.body.data.suppression_list), ['Sup.Case@example.test']);
+    assert.deepEqual(await spellings('sup.case@example.test'), ['Sup.Case@example.test']);
+
+    // A hard bounce under another spelling turns that entry into a hard bounce; a complaint is found by any.
+    await record({ address: 'sup.CASE@example.test', kind: 'hard' });
+    assert.equal((await listed())['Sup.Case@example.test'].suppression_state, 'hard_bounce');
+    assert.deepEqual(await spellings('sup.case@example.test'), ['Sup.Case@example.test']);
+    await t.app.services.store.write((trx) => recordComplaint(trx, { projectId: seed.projectId, address: 'Spam.Report@example.test', message: 'abuse', now: clock.now() }));
+    assert.equal((await active('spam.report@EXAMPLE.test'))?.suppression_state, 'complaint');
+
+    // Soft failures under three spellings count for one address; the entry they make shows the
+    // spelling of the failure that made it.
+    for (const [id, address] of [[31, 'Soft.Mix@example.test'], [32, 'soft.mix@example.test'], [33, 'SOFT.MIX@example.test']] as const) {
+      await record({ address, kind: 'soft', transmissionId: id });
+    }
+    const warning = await active('soft.mix@example.test');
+    assert.equal(warning?.status, 'warning');
+    assert.deepEqual(await spellings('soft.mix@example.test'), ['SOFT.MIX@example.test']);
+
+    // Removed under any spelling; the answer names the addresses as given.
+    const removed = await call('remove_from_suppression_list', { addresses: ['sup.case@EXAMPLE.test', 'SOFT.mix@example.test'] });
+    assert.equal(removed.status, 200, JSON.stringify(removed.body));
+    assert.deepEqual(removed.body.data, { removed: ['sup.case@example.test', 'SOFT.mix@example.test'], not_found: [] });
+    assert.equal(await active('Sup.Case@example.test'), undefined);
+    assert.equal(await active('Soft.Mix@example.test'), undefined);
+  });
+
   it('answers the lookups of one turn together exactly as it answers each alone', async () => {
     const store = t.app.services.store;
     const second = await t.seed('batched');
@@ -165,6 +206,57 @@ describe('suppression list', () => {
     const found = together.map((row) => row?.address ?? null);
     assert.deepEqual(found.slice(0, 12), ['b-rejected@example.com', 'b-rejected@example.com', 'b-warned@example.com', null, null, null, null, null, null, null, null, null]);
     assert.deepEqual(found.slice(12, 24), [null, null, null, null, null, null, 'b-other@example.com', 'b-other@example.com', `b-"it's"@example.com`, `b-"it's"@example.com`, null, null]);
+  });
+
+  it('migration 240 stores each entry written before it under its key, and makes the spellings of one address one entry', async () => {
+    const store = t.app.services.store;
+    const db = store.dialect.db as unknown as Kysely<any>;
+    const projectId = (await t.seed('migrated')).projectId;
+    const now = clock.now();
+    // The tables as the previous version wrote them: addresses as spelled, no display_address.
+    await db.schema.alterTable('suppressions').dropColumn('display_address').execute();
+    const entry = (address: string, status: string, blockedUntil: number | null) => ({
+      project_id: projectId, address, status, suppression_state: status === 'rejected' ? 'manual' : 'soft_bounce',
+      blocked_until: blockedUntil, message: address, soft_failures: 0, created_at: now, updated_at: now,
+    });
+    await db.insertInto('suppressions').values([
+      entry('Old.Case@example.test', 'warning', now + 1000),
+      entry('old.case@example.test', 'rejected', null),
+      entry('OLD.CASE@example.test', 'warning', now + 5000),
+      entry('Keep.Me@example.test', 'rejected', null),
+      entry('Two.Warn@example.test', 'warning', now + 1000),
+      entry('TWO.WARN@example.test', 'warning', now + 9000),
+      entry('plain@example.test', 'rejected', null),
+    ]).execute();
+    const failures = (address: string, count: number, first: number, last: number, transmission: number) => ({
+      project_id: projectId, address, failures: count, first_failure_at: first, last_failure_at: last, last_transmission_id: transmission,
+    });
+    await db.insertInto('soft_bounces').values([
+      failures('Soft.Old@example.test', 1, now - 10, now - 5, 7),
+      failures('soft.old@example.test', 1, now - 3, now - 1, 8),
+      failures('Alone@example.test', 2, now - 3, now - 2, 9),
+    ]).execute();
+
+    await migrateSuppressionKeys(db, store.dialect);
+
+    const rows = await db.selectFrom('suppressions').select(['address', 'display_address', 'status', 'blocked_until']).where('project_id', '=', projectId).orderBy('address').execute();
+    assert.deepEqual(rows.map((r) => [r.address, r.display_address, r.status, r.blocked_until === null ? null : Number(r.blocked_until) - now]), [
+      ['keep.me@example.test', 'Keep.Me@example.test', 'rejected', null],
+      // The entry that blocks most: rejected over warnings; of two warnings, the one blocking longer.
+      ['old.case@example.test', 'old.case@example.test', 'rejected', null],
+      ['plain@example.test', 'plain@example.test', 'rejected', null],
+      ['two.warn@example.test', 'TWO.WARN@example.test', 'warning', 9000],
+    ]);
+    const counts = await db.selectFrom('soft_bounces').select(['address', 'failures', 'first_failure_at', 'last_failure_at', 'last_transmission_id']).where('project_id', '=', projectId).orderBy('address').execute();
+    assert.deepEqual(counts.map((c) => [c.address, Number(c.failures), Number(c.first_failure_at) - now, Number(c.last_failure_at) - now, Number(c.last_transmission_id)]), [
+      ['alone@example.test', 2, -3, -2, 9],
+      ['soft.old@example.test', 2, -10, -1, 8],
+    ]);
+    // Found by any spelling now, and the counts go on: a third failure makes the warning.
+    assert.equal((await findActiveSuppression(store.db, projectId, 'OLD.case@example.test', now))?.status, 'rejected');
+    assert.ok(await findActiveSuppression(store.db, projectId, 'keep.me@EXAMPLE.test', now));
+    await store.write((trx) => recordBounce(trx, { projectId, address: 'SOFT.OLD@example.test', kind: 'soft', transmissionId: 10, message: '452', now }));
+    assert.equal((await findActiveSuppression(store.db, projectId, 'soft.old@example.test', now))?.status, 'warning');
   });
 
   it('refuses bad arguments with clear errors', async () => {

@@ -238,6 +238,20 @@ describe('dashboard over HTTP', () => {
     assert.match(notice, /Nothing was added/);
     const listed = await t.call('get_suppression_list', { api_key: seed.projectKey });
     assert.ok(!('kept-out@example.com' in listed.body.data));
+    // Spellings of one address are one entry, shown as first added, found and removed by any.
+    await client.post('/suppressions/add', { project: seed.projectUid, addresses: 'Dash.Case@Example.com' });
+    const second = await client.post('/suppressions/add', { project: seed.projectUid, addresses: 'dash.case@example.com' });
+    assert.match((await client.get(second.headers.get('location')!)).text, /Added: Dash\.Case@example\.com/);
+    const rows = (await client.get(`/suppressions?project=${seed.projectUid}&q=DASH.case`)).text.match(/<td><bdi>[^<]*dash\.case@example\.com<\/bdi><\/td>/gi);
+    assert.deepEqual(rows, ['<td><bdi>Dash.Case@example.com</bdi></td>']);
+    const gone = await client.post('/suppressions/remove', { project: seed.projectUid, address: 'DASH.CASE@example.com' });
+    assert.match((await client.get(gone.headers.get('location')!)).text, /Removed: DASH\.CASE@example\.com/);
+    assert.ok(!('Dash.Case@example.com' in (await t.call('get_suppression_list', { api_key: seed.projectKey })).body.data));
+    // A message's page says a recipient is suppressed whatever the spelling of the entry.
+    await client.post('/suppressions/add', { project: seed.projectUid, addresses: 'VICTIM@Example.com', message: 'by hand' });
+    assert.match((await client.get(`/messages/${messageId}`)).text, /Suppressed: <bdi>rejected<\/bdi> \(<bdi>manual<\/bdi>\)/);
+    await client.post('/suppressions/remove', { project: seed.projectUid, address: 'victim@example.com' });
+    assert.doesNotMatch((await client.get(`/messages/${messageId}`)).text, /Suppressed:/);
   });
 
   it('searches by recipient, uid, subject and status, and pages by keyset without overlap', async () => {

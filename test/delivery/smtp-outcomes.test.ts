@@ -199,6 +199,21 @@ describe('delivery outcomes against scripted SMTP servers', () => {
     assert.equal((await h.attempts(t.id))[0].mx_host, null);
   });
 
+  it('an address suppressed under one spelling is suppressed under every other, the local part compared without case too', async () => {
+    const added = await h.t.call('add_to_suppression_list', { api_key: h.seed.projectKey, arguments: { address: 'Sup.Case@Example.test' } });
+    assert.equal(added.status, 200, JSON.stringify(added.body));
+    const before = peers.map((peer) => peer.connectionCount);
+    // A manual entry, and the hard bounce above (gone@rcpt550.test), each under another spelling.
+    await h.send(simpleMessage(['sup.case@example.test', 'GONE@rcpt550.test'], { headers: { from: 'sender@posthorn.test', subject: 'spellings' } }));
+    assert.equal(await h.drain(), 2);
+    for (const recipient of ['sup.case@example.test', 'GONE@rcpt550.test']) {
+      const t = await h.transmission(recipient);
+      assert.deepEqual([t.status, t.result_code], ['failed', 'SUPPRESSED'], recipient);
+      assert.match(t.result_message, /suppression list/);
+    }
+    assert.deepEqual(peers.map((peer) => peer.connectionCount), before, 'no connection was made');
+  });
+
   it('a policy refusal (5.7.x) on RCPT fails without suppressing the address', async () => {
     await h.send(simpleMessage('reader@policy.test'));
     assert.equal(await h.drain(), 1);

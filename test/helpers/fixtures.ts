@@ -3,6 +3,7 @@
 // group commit. Not a substitute for send_message where the send itself is under test.
 import type { Services } from '../../src/services.ts';
 import type { Message, Suppression, Transmission } from '../../src/storage/schema.ts';
+import { normalizeAddress, suppressionKey } from '../../src/domain/suppression-policy.ts';
 
 export interface TransmissionFixture {
   recipient: string;
@@ -100,7 +101,9 @@ export async function insertSuppression(services: Services, s: SuppressionFixtur
       .insertInto('suppressions')
       .values({
         project_id: s.projectId,
-        address: s.address,
+        // As storage/suppressions.ts stores an entry: under its key, showing its spelling.
+        address: suppressionKey(s.address),
+        display_address: normalizeAddress(s.address),
         status: s.status,
         suppression_state: s.suppression_state,
         blocked_until: s.blocked_until ?? null,

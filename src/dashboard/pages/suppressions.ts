@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
 import { searchSuppressions } from '../../operations/suppression-views.ts';
-import { addToSuppressionList, removeFromSuppressionList } from '../../operations/suppressions.ts';
+import { addToSuppressionList, removeFromSuppressionList, shownAddress } from '../../operations/suppressions.ts';
 import { formatTime, html, queryString } from '../html.ts';
 import { csrfField, page, projectPicker } from '../layout.ts';
 import { formOf, queryOf, redirectWithNotice, sendPage, viewerOf, type DashboardRoutes } from '../requests.ts';
@@ -26,8 +26,8 @@ ${csrfField(viewer)}<input type="hidden" name="project" value="${project.uid}">
 <div class="field"><label for="s-q">Search addresses</label><input id="s-q" name="q" value="${q.q ?? ''}"></div><div class="field actions"><button type="submit">Search</button></div></form>
 <table><thead><tr><th scope="col">Address</th><th scope="col">Status</th><th scope="col">Reason</th><th scope="col">Blocked until</th><th scope="col">Note</th><th scope="col"><span class="visually-hidden">Remove</span></th></tr></thead>
 <tbody>${rows.length === 0 ? html`<tr><td colspan="6" class="empty">No entries.</td></tr>` : rows.map(
-      (s) => html`<tr><td>${s.address}</td><td>${s.status}</td><td>${s.suppression_state}</td><td>${formatTime(s.blocked_until)}</td><td>${s.message ?? ''}</td>
-<td><form method="post" action="/suppressions/remove">${csrfField(viewer)}<input type="hidden" name="project" value="${project.uid}"><input type="hidden" name="address" value="${s.address}"><button type="submit" class="link" aria-label="Remove ${s.address}">Remove</button></form></td></tr>`,
+      (s) => html`<tr><td>${shownAddress(s)}</td><td>${s.status}</td><td>${s.suppression_state}</td><td>${formatTime(s.blocked_until)}</td><td>${s.message ?? ''}</td>
+<td><form method="post" action="/suppressions/remove">${csrfField(viewer)}<input type="hidden" name="project" value="${project.uid}"><input type="hidden" name="address" value="${shownAddress(s)}"><button type="submit" class="link" aria-label="Remove ${shownAddress(s)}">Remove</button></form></td></tr>`,
     )}</tbody></table>
 ${next ? html`<nav class="pager"><a href="/suppressions${queryString({ project: project.uid, q: q.q, after: next })}" rel="next">More</a></nav>` : ''}`;
     return sendPage(reply, page('Suppressions', { viewer, section: 'suppressions' }, body));

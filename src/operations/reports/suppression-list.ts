@@ -1,6 +1,8 @@
-// get_suppression_list: the addresses this project will not send to now, keyed by address.
+// get_suppression_list: the addresses this project will not send to now, keyed by address (the
+// spelling each entry was first stored with).
 import { formatIsoTime } from '../../domain/time.ts';
 import { listActiveSuppressions } from '../../storage/reports.ts';
+import { shownAddress } from '../suppressions.ts';
 import type { Project } from '../../storage/schema.ts';
 import type { Services } from '../../services.ts';
 
@@ -30,7 +32,7 @@ export async function getSuppressionList(
   );
   const out: Record<string, SuppressionReport> = {};
   for (const row of rows) {
-    out[row.address] = {
+    out[shownAddress(row)] = {
       status: row.status,
       suppression_state: row.suppression_state,
       blocked_until: formatIsoTime(row.blocked_until),
