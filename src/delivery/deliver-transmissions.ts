@@ -7,7 +7,9 @@
 //   suppressed on the project's suppression list: failed, not sent
 //   route      relay | transport map | MX (delivery/routes.ts); a sandbox project has no route
 //   compose    the MIME, once per message where it allows (tracking makes it per transmission)
-//   send       pooled, pipelined SMTP (delivery/smtp-client.ts), or the sandbox's answer
+//   send       pooled, pipelined SMTP (delivery/smtp-client.ts), or the sandbox's answer; once a
+//              connection is free, and only if this process still holds the transmission (the
+//              lease runner's fence: it may have been presumed dead while it stalled)
 //   decide     the new state, its event and message: pure (domain/transmission-outcome.ts)
 //   finish     attempt row + transmission state + bounce + event, batched, under the lease
 //   count      metrics and the attempt's log line (observability/attempts.ts), webhooks woken
@@ -27,7 +29,7 @@ import { TemplateRenderError } from '../domain/variables.ts';
 import { returnPathFor, verpTagKey } from '../domain/verp.ts';
 import { transmissionExtensionNeeds } from '../domain/smtp-extensions.ts';
 import { observeSmtpConnections, recordDeliveryAttempt, type DeliveryAttemptRecord } from '../observability/attempts.ts';
-import type { Services } from '../services.ts';
+import type { ProcessLiveness, Services } from '../services.ts';
 import {
   claimDueTransmissions,
   finishTransmissions,
@@ -80,6 +82,8 @@ export interface DeliveryOptions {
   stopGraceMs?: number;
   /** the process's registry id (workers/process-registry.ts); a fresh one when absent */
   workerId?: string;
+  /** the process's standing in the registry, for the fence before each send (workers/lease-runner.ts) */
+  liveness?: ProcessLiveness;
 }
 
 export type DeliveryWorker = LeaseRunner<ClaimedTransmission, DeliveryFinish>;
@@ -130,7 +134,7 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
   }
 
   /** recipient -> suppressed -> route -> compose -> send: the attempt's outcome. */
-  async function attempt(t: ClaimedTransmission, context: MessageContext, started: number): Promise<DeliveryOutcome> {
+  async function attempt(t: ClaimedTransmission, context: MessageContext, started: number, unit: UnitContext<ClaimedTransmission>): Promise<DeliveryOutcome> {
     // The address as written (the API's form), and as the envelope carries it (the domain in ASCII).
     const written = context.payload.recipientOverride ?? t.recipient;
     const recipient = envelopeAddress(written);
@@ -167,7 +171,9 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     const from = returnPathFor(config.bounceDomain, t.id, verpTagKey(services));
     const needs = transmissionExtensionNeeds(composed.needs, from, recipient.address, composed.addressed ? null : toAddress);
     const envelope = { from, to: recipient.address, smtpUtf8: needs.smtpUtf8, eightBitMime: needs.eightBitMime };
-    const sent = await smtp.sendVia(route.destinations, envelope, raw, composed.dkim);
+    const sent = await smtp.sendVia(route.destinations, envelope, raw, composed.dkim, () => unit.stillHeld(t));
+    // The runner records no finish for a claim it found lost: the new holder sends it.
+    if (sent.fenced) return localOutcome('deferred', 'CLAIM_LOST', 'not sent: this process no longer held the transmission (presumed dead, or its lease ran out)', started);
     return replyOutcome(sent, sent.host || null, started, sent.tls ?? null, false);
   }
 
@@ -247,6 +253,11 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     };
   }
 
+  /** Extends the leases of `ids`; answers those this worker still holds (the runner's fence). */
+  function renewHeld(worker: string, ids: number[]): Promise<number[]> {
+    return store.write((trx) => renewLeases(trx, worker, ids, clock.now(), config.leaseMs));
+  }
+
   function wakeEvents(): void {
     if (eventsWakeTimer) return;
     eventsWakeTimer = setTimeout(() => {
@@ -278,7 +289,8 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     },
     idOf: (t) => t.id,
 
-    async work(t: ClaimedTransmission, { outage, signal }: UnitContext): Promise<DeliveryFinish> {
+    async work(t: ClaimedTransmission, unit: UnitContext<ClaimedTransmission>): Promise<DeliveryFinish> {
+      const { outage, signal } = unit;
       const startedAt = clock.now();
       const started = performance.now();
       let context: MessageContext | undefined;
@@ -287,7 +299,7 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
         for (;;) {
           try {
             context = await load(t);
-            outcome = await attempt(t, context, started);
+            outcome = await attempt(t, context, started, unit);
             break;
           } catch (error) {
             // Every database read comes before the SMTP conversation: while the database is away
@@ -323,7 +335,8 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
       recordDeliveryAttempt(services, f.attempt);
       if (kept) wakeEvents();
     },
-    renew: (worker, ids) => store.write((trx) => renewLeases(trx, worker, ids, clock.now(), config.leaseMs)),
+    renew: renewHeld,
+    confirm: renewHeld,
     release: (worker, ids) => store.write((trx) => releaseTransmissions(trx, worker, ids, clock.now())),
     stopped() {
       loading.clear();
@@ -336,7 +349,7 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
       unobserveSmtp();
     },
   };
-  return new LeaseRunner(services, job, workerId);
+  return new LeaseRunner(services, job, workerId, options.liveness);
 }
 
 function elapsed(started: number): number {

@@ -261,17 +261,18 @@ SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::text[], $5::
 /**
  * Extends the leases this worker still holds (a slow SMTP conversation must not outlive its lease:
  * another worker would send the same message meanwhile). `ids` is padded to a power of two so
- * the statement keeps a few shapes. Returns how many rows were extended.
+ * the statement keeps a few shapes. Returns the ids extended: those this worker still holds.
  */
-export async function renewLeases(trx: Tx, worker: string, ids: readonly number[], now: number, leaseMs: number): Promise<number> {
-  if (ids.length === 0) return 0;
-  const result = await trx
+export async function renewLeases(trx: Tx, worker: string, ids: readonly number[], now: number, leaseMs: number): Promise<number[]> {
+  if (ids.length === 0) return [];
+  const rows = await trx
     .updateTable('transmissions')
     .set({ locked_until: now + leaseMs, next_attempt_at: now + leaseMs })
     .where('id', 'in', padToPowerOfTwo(ids))
     .where('locked_by', '=', worker)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows);
+    .returning('id')
+    .execute();
+  return rows.map((r) => Number(r.id));
 }
 
 /**

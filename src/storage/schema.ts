@@ -240,8 +240,11 @@ export interface Database {
 export interface WorkerProcessesTable {
   /** the id its claims are locked_by (domain/keys.ts generateWorkerId) */
   id: string;
+  /** the hostname, the boot and the pid namespace (workers/process-registry.ts hostIdentity) */
   host: string;
   pid: number;
+  /** the process's start time in clock ticks since boot (/proc/<pid>/stat); NULL where unknown (migration 200) */
+  pid_start: Generated<number | null>;
   started_at: number;
   heartbeat_at: number;
 }
