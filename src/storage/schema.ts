@@ -109,6 +109,8 @@ export interface TransmissionsTable {
   result_message: string | null;
   /** dense per-project number for history paging; NULL until numbered (migration 140) */
   history_seq: Generated<number | null>;
+  /** times in a row a process died holding it (migration 210, domain/holder-deaths.ts) */
+  holder_deaths: Generated<number>;
 }
 
 export interface AttemptsTable {

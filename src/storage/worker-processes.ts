@@ -10,14 +10,16 @@
 //   slow) wins, and nothing is released; a heartbeat that comes after finds its row gone and knows
 //   its claims were taken (workers/process-registry.ts).
 // - Releasing only touches rows still locked_by a dead id: a row the dead process never finished
-//   becomes due at once, at the front of the queue (next attempt = its creation: it was already
-//   being worked on, and must not wait behind the backlog queued since), no attempt charged for
-//   transmissions; and a finish arriving late from a process wrongly presumed dead fails its lease
-//   guard and records nothing.
+//   becomes due again with no attempt charged, its holder_deaths counted (domain/holder-deaths.ts):
+//   after its first death at the front of the queue (next attempt = its creation: it was already
+//   being worked on, and must not wait behind the backlog queued since), after more behind what is
+//   due; and a finish arriving late from a process wrongly presumed dead fails its lease guard and
+//   records nothing.
 // - heartbeat_at is wall-clock time (Date.now()), whatever clock the services run on: liveness is
 //   physical, while the released rows' due times follow the services' clock. It only ever grows
 //   for one process, so a changed value means a new heartbeat.
 import { sql, type Insertable, type Selectable } from 'kysely';
+import { SUSPECT_DELAY_MS } from '../domain/holder-deaths.ts';
 import type { Tx } from './store.ts';
 import type { WorkerProcessesTable } from './schema.ts';
 
@@ -80,9 +82,16 @@ export async function releaseClaimsOf(db: Tx, dead: readonly DeadProcess[], now:
     .execute();
   const ids = gone.map((r) => r.id);
   if (ids.length === 0) return { processes: [], transmissions: 0, outbound: 0, mailboxes: 0 };
+  // The first death: due at once, at the front. More: behind what is due, after a delay, and worked
+  // alone (domain/holder-deaths.ts). The right-hand holder_deaths is the value before this update.
   const transmissions = await db
     .updateTable('transmissions')
-    .set({ locked_by: null, locked_until: null, next_attempt_at: earlier('created_at', now) })
+    .set((eb) => ({
+      locked_by: null,
+      locked_until: null,
+      holder_deaths: eb('holder_deaths', '+', 1),
+      next_attempt_at: sql<number>`case when holder_deaths = 0 then ${earlier('created_at', now)} else ${now + SUSPECT_DELAY_MS} end`,
+    }))
     .where('locked_by', 'in', ids)
     .executeTakeFirst();
   const outbound = await db

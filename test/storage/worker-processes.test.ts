@@ -1,12 +1,14 @@
 // The registry of live worker processes (docs/decisions/0008-lease-runner.md, docs/reliability.md
 // "When a process is dead"), on the run's database: a process seen dead (on this host its pid gone
 // or reused, on another its heartbeat unchanged past the limit) has everything it claimed released
-// at once; a live one keeps its claims however old its heartbeat on this host, whatever its clock
-// says on another; a heartbeat recorded after the judgement keeps them; and silence right after our
-// own outage proves nothing.
+// at once, each row counting the death of its holder; a live one keeps its claims however old its
+// heartbeat on this host, whatever its clock says on another; a heartbeat recorded after the
+// judgement keeps them; and silence right after our own outage proves nothing.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
+import { claimDueTransmissions, claimSuspectTransmission } from '../../src/storage/delivery-queue.ts';
+import { SUSPECT_DELAY_MS } from '../../src/domain/holder-deaths.ts';
 import { registerWorkerProcess, releaseClaimsOf } from '../../src/storage/worker-processes.ts';
 import { hostIdentity, processStart, ProcessRegistry } from '../../src/workers/process-registry.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
@@ -93,10 +95,11 @@ describe('registry of live worker processes', () => {
     await registry.start();
     try {
       assert.equal(await lockedBy(dead), 0, 'released by the registry at start');
-      const rows = await t.app.services.store.db.selectFrom('transmissions').select(['next_attempt_at', 'created_at', 'attempts']).where('id', 'in', work.transmissions).execute();
+      const rows = await t.app.services.store.db.selectFrom('transmissions').select(['next_attempt_at', 'created_at', 'attempts', 'holder_deaths']).where('id', 'in', work.transmissions).execute();
       for (const r of rows) {
         assert.equal(Number(r.next_attempt_at), Number(r.created_at), 'due at its creation: the front of the queue');
         assert.equal(Number(r.attempts), 0, 'no attempt charged');
+        assert.equal(Number(r.holder_deaths), 1, 'the death of its holder counted');
       }
       const left = await t.app.services.store.db.selectFrom('worker_processes').select('id').where('id', '=', dead).execute();
       assert.deepEqual(left, [], 'the dead process is forgotten');
@@ -225,17 +228,33 @@ describe('registry of live worker processes', () => {
     }
   });
 
-  it('a release is guarded by the heartbeat it was judged on', async () => {
+  it('a release is guarded by the heartbeat it was judged on; each counts the death of the holder, the second one behind what is due', async () => {
     const { store, clock } = t.app.services;
     const now = Date.now();
     await store.write((trx) => registerWorkerProcess(trx, { id: 'slow', host: 'elsewhere', pid: 1, started_at: now - 120_000, heartbeat_at: now - 20_000 }));
-    await claimWork('slow', 1);
+    const work = await claimWork('slow', 1);
     // Judged on an older heartbeat: it has beaten since, so nothing is released.
     const late = await store.write((trx) => releaseClaimsOf(trx, [{ id: 'slow', heartbeat_at: now - 30_000 }], clock.now()));
     assert.deepEqual(late, { processes: [], transmissions: 0, outbound: 0, mailboxes: 0 });
     assert.equal(await lockedBy('slow'), 2);
     const released = await store.write((trx) => releaseClaimsOf(trx, [{ id: 'slow', heartbeat_at: now - 20_000 }], clock.now()));
     assert.deepEqual(released, { processes: ['slow'], transmissions: 1, outbound: 1, mailboxes: 0 });
-    assert.equal(await lockedBy('slow'), 0);
+    const row = () => store.db.selectFrom('transmissions').select(['next_attempt_at', 'created_at', 'holder_deaths', 'attempts']).where('id', '=', work.transmissions[0]).executeTakeFirstOrThrow();
+    const first = await row();
+    assert.deepEqual([first.holder_deaths, first.attempts], [1, 0], 'the death counted, no attempt charged');
+    assert.equal(Number(first.next_attempt_at), Number(first.created_at), 'the first death: at the front');
+    // Claimed again by a process that dies too.
+    await store.write((trx) => registerWorkerProcess(trx, { id: 'slow-2', host: 'elsewhere', pid: 1, started_at: now, heartbeat_at: now }));
+    await store.write((trx) => trx.updateTable('transmissions').set({ locked_by: 'slow-2', locked_until: clock.now() + 300_000 }).where('id', '=', work.transmissions[0]).execute());
+    const at = clock.now();
+    await store.write((trx) => releaseClaimsOf(trx, [{ id: 'slow-2', heartbeat_at: now }], at));
+    const second = await row();
+    assert.equal(second.holder_deaths, 2);
+    assert.equal(Number(second.next_attempt_at), at + SUSPECT_DELAY_MS, 'the second: behind what is due, after a delay');
+    const others = await store.write((trx) => claimDueTransmissions(trx, { worker: 'other', now: at + SUSPECT_DELAY_MS, leaseMs: 300_000, limit: 100 }));
+    assert.ok(!others.some((c) => c.id === work.transmissions[0]), 'never claimed with others');
+    assert.ok(others.every((c) => c.holder_deaths < 2));
+    const alone = await store.write((trx) => claimSuspectTransmission(trx, { worker: 'other', now: at + SUSPECT_DELAY_MS, leaseMs: 300_000 }));
+    assert.deepEqual(alone.map((c) => [c.id, c.holder_deaths]), [[work.transmissions[0], 2]], 'claimed alone');
   });
 });
