@@ -82,7 +82,7 @@ export async function startApp(config: Readonly<Config>, opts: AppOptions = {}):
       await registry.start();
       background.push(registry);
       for (const factory of BACKGROUND_FACTORIES) {
-        const service = factory(services, { workerId: registry.id });
+        const service = factory(services, { workerId: registry.id, liveness: registry });
         if (!service) continue;
         await service.start();
         background.push(service);

@@ -54,6 +54,24 @@ export interface BackgroundService {
 /** What the jobs of one process share: the registry id every claim of this process is locked_by. */
 export interface WorkerProcessContext {
   readonly workerId: string;
+  /** this process's standing in the registry (workers/process-registry.ts): the lease runner's fence */
+  readonly liveness?: ProcessLiveness;
+}
+
+/**
+ * Whether other processes may have presumed this one dead and released its claims
+ * (docs/reliability.md, "When a process is dead"): asked before an irreversible step.
+ */
+export interface ProcessLiveness {
+  /** true while no other process can have presumed this one dead (a heartbeat recorded recently) */
+  fresh(): boolean;
+  /** records a heartbeat now; false when this process had been presumed dead meanwhile */
+  confirm(): Promise<boolean>;
+  /**
+   * How many times this process has found itself presumed dead so far: a claim made before the
+   * count last changed may have been released since, and is confirmed before it is trusted.
+   */
+  lives(): number;
 }
 
 /** Each feature contributes one (src/background.ts lists them); null where it is not configured. */

@@ -2,23 +2,32 @@
 // (workers/lease-runner.ts: slots, finish batching, renewal, wake-ups, outages, stop). One
 // transmission, as its steps:
 //
+//   crashed    its holders died with it MAX_HOLDER_DEATHS times in a row: failed, WORKER_CRASHED,
+//              nothing composed or sent (domain/holder-deaths.ts)
 //   load       the message's context (loaded once per claimed batch: delivery/message-contexts.ts)
 //   recipient  a deliverable address, or failed
 //   suppressed on the project's suppression list: failed, not sent
 //   route      relay | transport map | MX (delivery/routes.ts); a sandbox project has no route
 //   compose    the MIME, once per message where it allows (tracking makes it per transmission)
-//   send       pooled, pipelined SMTP (delivery/smtp-client.ts), or the sandbox's answer
+//   send       pooled, pipelined SMTP (delivery/smtp-client.ts), or the sandbox's answer; once a
+//              connection is free, and only if this process still holds the transmission (the
+//              lease runner's fence: it may have been presumed dead while it stalled)
 //   decide     the new state, its event and message: pure (domain/transmission-outcome.ts)
 //   finish     attempt row + transmission state + bounce + event, batched, under the lease
 //   count      metrics and the attempt's log line (observability/attempts.ts), webhooks woken
 //
 // Every send may happen twice (a lease can end under a slow send, a process can die after the 250
 // and before the finish): the Message-ID is fixed at acceptance so receivers can de-duplicate.
+//
+// A transmission released twice in a row from a dead holder (a suspect) is claimed on its own and
+// worked while no other suspect is held here, so that a message that crashes its process is pinned
+// down without the rows around it (domain/holder-deaths.ts).
 import { performance } from 'node:perf_hooks';
 import { classifySmtpReply, type OutcomeKind, type SmtpExchange } from '../domain/classify-smtp-reply.ts';
 import { addressedMime, envelopeAddress } from '../domain/compose-mime.ts';
 import { buildEventPayload } from '../domain/events.ts';
 import { HeaderValueError } from '../domain/headers.ts';
+import { MAX_HOLDER_DEATHS, SUSPECT_AFTER_DEATHS, WORKER_CRASHED, workerCrashedMessage } from '../domain/holder-deaths.ts';
 import { generateWorkerId } from '../domain/keys.ts';
 import { parseRetrySchedule, type RetryPolicy } from '../domain/retry-policy.ts';
 import { formatIsoTime } from '../domain/time.ts';
@@ -27,9 +36,10 @@ import { TemplateRenderError } from '../domain/variables.ts';
 import { returnPathFor, verpTagKey } from '../domain/verp.ts';
 import { transmissionExtensionNeeds } from '../domain/smtp-extensions.ts';
 import { observeSmtpConnections, recordDeliveryAttempt, type DeliveryAttemptRecord } from '../observability/attempts.ts';
-import type { Services } from '../services.ts';
+import type { ProcessLiveness, Services } from '../services.ts';
 import {
   claimDueTransmissions,
+  claimSuspectTransmission,
   finishTransmissions,
   releaseTransmissions,
   renewLeases,
@@ -80,6 +90,8 @@ export interface DeliveryOptions {
   stopGraceMs?: number;
   /** the process's registry id (workers/process-registry.ts); a fresh one when absent */
   workerId?: string;
+  /** the process's standing in the registry, for the fence before each send (workers/lease-runner.ts) */
+  liveness?: ProcessLiveness;
 }
 
 export type DeliveryWorker = LeaseRunner<ClaimedTransmission, DeliveryFinish>;
@@ -91,6 +103,8 @@ const FINISH_BATCH_MS = 10;
 const FINISH_BATCH_MAX = 256;
 /** Webhook wake-ups are coalesced to at most one per this interval. */
 const EVENTS_WAKE_MS = 20;
+/** While no suspect is held, a claim also looks for a due one, at most once per this interval. */
+const SUSPECT_CLAIM_MS = 1000;
 
 /** The delivery worker of this process: the delivery job under the lease runner. */
 export function createDeliveryWorker(services: Services, options: DeliveryOptions = {}): DeliveryWorker {
@@ -117,6 +131,9 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
   /** The contexts of the latest claimed batch, loading (one read feeds the batch). */
   const loading = new Map<number, Promise<Map<number, MessageContext>>>();
   let eventsWakeTimer: NodeJS.Timeout | null = null;
+  /** the suspect this process works (at most one at a time), and when to look for one next */
+  let suspect: number | null = null;
+  let nextSuspectLookMs = 0;
 
   /** load: from the batch's read, or alone when the batch's read failed or missed it. */
   async function load(t: ClaimedTransmission): Promise<MessageContext> {
@@ -130,7 +147,7 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
   }
 
   /** recipient -> suppressed -> route -> compose -> send: the attempt's outcome. */
-  async function attempt(t: ClaimedTransmission, context: MessageContext, started: number): Promise<DeliveryOutcome> {
+  async function attempt(t: ClaimedTransmission, context: MessageContext, started: number, unit: UnitContext<ClaimedTransmission>): Promise<DeliveryOutcome> {
     // The address as written (the API's form), and as the envelope carries it (the domain in ASCII).
     const written = context.payload.recipientOverride ?? t.recipient;
     const recipient = envelopeAddress(written);
@@ -167,7 +184,9 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     const from = returnPathFor(config.bounceDomain, t.id, verpTagKey(services));
     const needs = transmissionExtensionNeeds(composed.needs, from, recipient.address, composed.addressed ? null : toAddress);
     const envelope = { from, to: recipient.address, smtpUtf8: needs.smtpUtf8, eightBitMime: needs.eightBitMime };
-    const sent = await smtp.sendVia(route.destinations, envelope, raw, composed.dkim);
+    const sent = await smtp.sendVia(route.destinations, envelope, raw, composed.dkim, () => unit.stillHeld(t));
+    // The runner records no finish for a claim it found lost: the new holder sends it.
+    if (sent.fenced) return localOutcome('deferred', 'CLAIM_LOST', 'not sent: this process no longer held the transmission (presumed dead, or its lease ran out)', started);
     return replyOutcome(sent, sent.host || null, started, sent.tls ?? null, false);
   }
 
@@ -247,6 +266,11 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     };
   }
 
+  /** Extends the leases of `ids`; answers those this worker still holds (the runner's fence). */
+  function renewHeld(worker: string, ids: number[]): Promise<number[]> {
+    return store.write((trx) => renewLeases(trx, worker, ids, clock.now(), config.leaseMs));
+  }
+
   function wakeEvents(): void {
     if (eventsWakeTimer) return;
     eventsWakeTimer = setTimeout(() => {
@@ -268,7 +292,20 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     claimWithFinishes: true,
 
     async claim(worker, limit) {
-      const claimed = await store.writeStatement((db) => claimDueTransmissions(db, { worker, now: clock.now(), leaseMs: config.leaseMs, limit }));
+      const now = clock.now();
+      let claimed: ClaimedTransmission[];
+      if (suspect === null && performance.now() >= nextSuspectLookMs) {
+        // A due suspect first, in the same transaction as the rest: both claimed, or neither.
+        nextSuspectLookMs = performance.now() + SUSPECT_CLAIM_MS;
+        claimed = await store.write(async (trx) => {
+          const alone = await claimSuspectTransmission(trx, { worker, now, leaseMs: config.leaseMs });
+          const rest = limit > alone.length ? await claimDueTransmissions(trx, { worker, now, leaseMs: config.leaseMs, limit: limit - alone.length }) : [];
+          return [...alone, ...rest];
+        });
+        suspect = claimed.find((t) => t.holder_deaths >= SUSPECT_AFTER_DEATHS)?.id ?? null;
+      } else {
+        claimed = await store.writeStatement((db) => claimDueTransmissions(db, { worker, now, leaseMs: config.leaseMs, limit }));
+      }
       if (claimed.length > 0) {
         const batch = contexts.load(claimed);
         batch.catch(() => {}); // each transmission handles a failed batch read itself (load)
@@ -278,7 +315,8 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     },
     idOf: (t) => t.id,
 
-    async work(t: ClaimedTransmission, { outage, signal }: UnitContext): Promise<DeliveryFinish> {
+    async work(t: ClaimedTransmission, unit: UnitContext<ClaimedTransmission>): Promise<DeliveryFinish> {
+      const { outage, signal } = unit;
       const startedAt = clock.now();
       const started = performance.now();
       let context: MessageContext | undefined;
@@ -286,8 +324,16 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
       try {
         for (;;) {
           try {
+            if (t.holder_deaths >= MAX_HOLDER_DEATHS) {
+              // Its event needs the message's context; if loading it is what crashed the
+              // processes (the failure itself died once more), the failure goes without an event.
+              if (t.holder_deaths === MAX_HOLDER_DEATHS) context = await load(t);
+              else loading.delete(t.id);
+              outcome = localOutcome('failed', WORKER_CRASHED, workerCrashedMessage(t.holder_deaths), started);
+              break;
+            }
             context = await load(t);
-            outcome = await attempt(t, context, started);
+            outcome = await attempt(t, context, started, unit);
             break;
           } catch (error) {
             // Every database read comes before the SMTP conversation: while the database is away
@@ -318,15 +364,21 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
         return attempts.map((n) => n !== null);
       });
     },
-    finished(_t, f, kept) {
+    finished(t, f, kept) {
+      if (t.id === suspect) {
+        suspect = null;
+        nextSuspectLookMs = 0;
+      }
       // One line and one count per attempt (docs/operations.md, "Logs"), recorded or not.
       recordDeliveryAttempt(services, f.attempt);
       if (kept) wakeEvents();
     },
-    renew: (worker, ids) => store.write((trx) => renewLeases(trx, worker, ids, clock.now(), config.leaseMs)),
+    renew: renewHeld,
+    confirm: renewHeld,
     release: (worker, ids) => store.write((trx) => releaseTransmissions(trx, worker, ids, clock.now())),
     stopped() {
       loading.clear();
+      suspect = null;
       if (eventsWakeTimer) {
         clearTimeout(eventsWakeTimer);
         eventsWakeTimer = null;
@@ -336,7 +388,7 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
       unobserveSmtp();
     },
   };
-  return new LeaseRunner(services, job, workerId);
+  return new LeaseRunner(services, job, workerId, options.liveness);
 }
 
 function elapsed(started: number): number {

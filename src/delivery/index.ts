@@ -5,4 +5,4 @@
 import type { BackgroundFactory } from '../services.ts';
 import { createDeliveryWorker } from './deliver-transmissions.ts';
 
-export const createDeliveryService: BackgroundFactory = (services, process) => (services.config.workers > 0 ? createDeliveryWorker(services, { workerId: process?.workerId }) : null);
+export const createDeliveryService: BackgroundFactory = (services, process) => (services.config.workers > 0 ? createDeliveryWorker(services, { workerId: process?.workerId, liveness: process?.liveness }) : null);

@@ -1,6 +1,7 @@
 // The SMTP adapter: Nodemailer's pooled client, one pool per destination (address, port, TLS mode,
 // credentials), and the translation of whatever happened on the wire into an SmtpExchange value.
-// Nothing here throws for a delivery problem; a throw out of send() is a defect.
+// Nothing here throws for a delivery problem; a throw out of send() is a defect, or the caller's
+// fence (MayStart) failing.
 //
 // Limits:
 // - per destination: at most maxConnectionsPerDestination connections (the pool's maxConnections),
@@ -60,7 +61,15 @@ export interface SendResult extends SmtpExchange {
   host: string;
   /** whether the SMTP session used TLS (implicit or STARTTLS); null when no session was set up */
   tls?: boolean | null;
+  /** not sent: the caller's fence (`mayStart`) said no once a connection was free */
+  fenced?: true;
 }
+
+/**
+ * Asked right before a transaction starts (after the wait for a connection, which a stalled process
+ * may have spent presumed dead): false, and nothing is sent (workers/lease-runner.ts, the fence).
+ */
+export type MayStart = () => Promise<boolean>;
 
 /** A counting semaphore: acquire() resolves when a slot is free. */
 class Semaphore {
@@ -114,16 +123,16 @@ export class SmtpClient {
    * could not be talked to at all (refused, unreachable, timed out before its greeting, or a 421
    * greeting). Any reply to the transaction itself ends the attempt.
    */
-  async sendVia(destinations: readonly Destination[], envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null): Promise<SendResult> {
+  async sendVia(destinations: readonly Destination[], envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null, mayStart?: MayStart): Promise<SendResult> {
     let last: SendResult | null = null;
     for (const destination of destinations) {
-      last = await this.send(destination, envelope, raw, dkim);
-      if (!isConnectionFailure(last)) return last;
+      last = await this.send(destination, envelope, raw, dkim, mayStart);
+      if (last.fenced || !isConnectionFailure(last)) return last;
     }
     return last ?? { code: null, text: 'no destination to try', stage: 'connect', failure: 'unreachable', host: '' };
   }
 
-  async send(destination: Destination, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null): Promise<SendResult> {
+  async send(destination: Destination, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null, mayStart?: MayStart): Promise<SendResult> {
     // Opportunistic TLS, like Postfix's "may": a STARTTLS that fails (broken TLS stack, no
     // common cipher) is retried at once in plain text rather than deferring the mail for days, and
     // the destination is sent plain text for a while. Not for implicit TLS (smtps), not with
@@ -131,28 +140,32 @@ export class SmtpClient {
     const mayFallBack = !this.opts.requireTls && !destination.secure && !destination.auth;
     const key = `${destination.address}|${destination.port}`;
     const brokenUntil = this.tlsBroken.get(key);
-    if (mayFallBack && brokenUntil !== undefined && brokenUntil > Date.now()) return this.sendOnce(destination, envelope, raw, dkim, true);
-    const result = await this.sendOnce(destination, envelope, raw, dkim, false);
+    if (mayFallBack && brokenUntil !== undefined && brokenUntil > Date.now()) return this.sendOnce(destination, envelope, raw, dkim, true, mayStart);
+    const result = await this.sendOnce(destination, envelope, raw, dkim, false, mayStart);
     if (result.failure === 'tls' && mayFallBack) {
       this.opts.log.info({ host: destination.name, reason: result.text }, 'STARTTLS failed; sending without TLS');
       this.tlsBroken.set(key, Date.now() + TLS_BROKEN_MS);
-      return this.sendOnce(destination, envelope, raw, dkim, true);
+      return this.sendOnce(destination, envelope, raw, dkim, true, mayStart);
     }
     return result;
   }
 
-  private async sendOnce(destination: Destination, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null, plain: boolean): Promise<SendResult> {
+  private async sendOnce(destination: Destination, envelope: Envelope, raw: MessageBytes, dkim: DkimKey | null, plain: boolean, mayStart?: MayStart): Promise<SendResult> {
     if (this.closed) return { code: null, text: 'delivery is shutting down', stage: 'connect', failure: 'dropped', host: destination.name };
     const pool = this.poolFor(destination, plain);
     pool.inFlight++;
     await pool.slots.acquire();
     await this.total.acquire();
     try {
-      const info = await sendRaw(pool.transport, envelope, raw, dkim, this.signers);
-      const reply = splitReply(String(info.response ?? ''));
-      return { code: reply.code ?? 250, text: reply.text, stage: 'message', host: destination.name, tls: info.posthornTls ?? null };
-    } catch (error) {
-      return withFields(exchangeFromError(error), { host: destination.name, tls: tlsOfError(error) });
+      // The fence's own failure (the database away) is thrown, for the caller to wait out.
+      if (mayStart && !(await mayStart())) return { code: null, text: 'not sent: the claim was lost', stage: 'connect', failure: 'dropped', host: destination.name, tls: null, fenced: true };
+      try {
+        const info = await sendRaw(pool.transport, envelope, raw, dkim, this.signers);
+        const reply = splitReply(String(info.response ?? ''));
+        return { code: reply.code ?? 250, text: reply.text, stage: 'message', host: destination.name, tls: info.posthornTls ?? null };
+      } catch (error) {
+        return withFields(exchangeFromError(error), { host: destination.name, tls: tlsOfError(error) });
+      }
     } finally {
       this.total.release();
       pool.slots.release();

@@ -9,7 +9,10 @@
 //   next_attempt_at, so rows in flight leave the front of the index (claims never rescan them),
 //   and a row whose worker died is due again exactly when its lease expires.
 // - A finish changes the row only `WHERE id = ? AND locked_by = me`; zero rows means the lease was
-//   lost (it expired and someone else claimed the row) and the caller records nothing.
+//   lost (it expired and someone else claimed the row) and the caller records nothing. A recorded
+//   finish sets holder_deaths back to 0: a process worked the row and lived.
+// - Rows whose holders died twice in a row (holder_deaths >= 2, domain/holder-deaths.ts) are never
+//   claimed with others: claimSuspectTransmission takes one, by its own partial index.
 import { CompiledQuery, sql } from 'kysely';
 import type { Transmission } from './schema.ts';
 import { preparedOnServer, skippingLocked, takesArrayParameters } from './dialect.ts';
@@ -20,7 +23,7 @@ import type { Tx } from './store.ts';
 /** The columns a claim returns (its RETURNING list). */
 export type ClaimedTransmission = Pick<
   Transmission,
-  'id' | 'message_id' | 'project_id' | 'recipient' | 'recipient_name' | 'variables' | 'status' | 'attempts' | 'created_at'
+  'id' | 'message_id' | 'project_id' | 'recipient' | 'recipient_name' | 'variables' | 'status' | 'attempts' | 'created_at' | 'holder_deaths'
 >;
 
 export interface ClaimOptions {
@@ -40,34 +43,48 @@ export async function claimDueTransmissions(trx: Tx, opts: ClaimOptions): Promis
   return rows.sort((a, b) => a.id - b.id);
 }
 
+/**
+ * Claims the first due suspect (a row whose holders died twice in a row), alone: the caller works
+ * it with no other suspect (domain/holder-deaths.ts). Nothing when none is due.
+ */
+export async function claimSuspectTransmission(trx: Tx, opts: Omit<ClaimOptions, 'limit'>): Promise<ClaimedTransmission[]> {
+  const { rows } = await trx.executeQuery(CLAIM_SUSPECT.with(trx, { now: opts.now, limit: 1, worker: opts.worker, leaseEnd: opts.now + opts.leaseMs }));
+  return rows;
+}
+
 // The status test is a literal (not bound parameters) so the planner can match it against the
-// partial index transmissions_due, whose WHERE is the same text.
+// partial index transmissions_due, whose WHERE is the same text; the holder_deaths tests are
+// literals for the same reason (2 is SUSPECT_AFTER_DEATHS, in migration 210's transmissions_suspect).
 // The due rows are picked once, in a MATERIALIZED CTE: as a plain `IN (subquery)` PostgreSQL
 // may run the subquery again per row (a SubPlan), see the rows this very UPDATE already moved out
 // of the due range, and claim past the LIMIT.
-const CLAIM = new CompiledStatement<'now' | 'limit' | 'worker' | 'leaseEnd', ClaimedTransmission>((trx, value) =>
-  trx
-    .with(
-      (cte) => cte('due').materialized(),
-      (qb) => {
-        const due = qb
-          .selectFrom('transmissions')
-          .select('id')
-          .where(sql<boolean>`status in ('queued', 'retry')`)
-          .where('next_attempt_at', '<=', value('now'))
-          // A lease holds until locked_until, exclusive: at that instant the row is due again.
-          .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', value('now'))]))
-          .orderBy('next_attempt_at')
-          .orderBy('id')
-          .limit(value('limit'));
-        return skippingLocked(due, trx);
-      },
-    )
-    .updateTable('transmissions')
-    .set({ locked_by: value('worker'), locked_until: value('leaseEnd'), next_attempt_at: value('leaseEnd') })
-    .where('id', 'in', (eb) => eb.selectFrom('due').select('due.id'))
-    .returning(['id', 'message_id', 'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'attempts', 'created_at']),
-);
+const claimStatement = (suspects: boolean) =>
+  new CompiledStatement<'now' | 'limit' | 'worker' | 'leaseEnd', ClaimedTransmission>((trx, value) =>
+    trx
+      .with(
+        (cte) => cte('due').materialized(),
+        (qb) => {
+          const due = qb
+            .selectFrom('transmissions')
+            .select('id')
+            .where(sql.raw<boolean>(suspects ? 'holder_deaths >= 2' : 'holder_deaths < 2'))
+            .where(sql<boolean>`status in ('queued', 'retry')`)
+            .where('next_attempt_at', '<=', value('now'))
+            // A lease holds until locked_until, exclusive: at that instant the row is due again.
+            .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', value('now'))]))
+            .orderBy('next_attempt_at')
+            .orderBy('id')
+            .limit(value('limit'));
+          return skippingLocked(due, trx);
+        },
+      )
+      .updateTable('transmissions')
+      .set({ locked_by: value('worker'), locked_until: value('leaseEnd'), next_attempt_at: value('leaseEnd') })
+      .where('id', 'in', (eb) => eb.selectFrom('due').select('due.id'))
+      .returning(['id', 'message_id', 'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'attempts', 'created_at', 'holder_deaths']),
+  );
+const CLAIM = claimStatement(false);
+const CLAIM_SUSPECT = claimStatement(true);
 
 export type FinishState =
   | { status: 'completed'; at: number }
@@ -128,6 +145,7 @@ const finishStatement = (status: FinishState['status']) =>
       .set((eb) => ({
         status,
         attempts: eb('attempts', '+', 1),
+        holder_deaths: 0,
         locked_by: null,
         locked_until: null,
         updated_at: value('now'),
@@ -225,6 +243,7 @@ async function finishAllUnderLeases(trx: Tx, inputs: readonly FinishInput[]): Pr
 const FINISH_BATCH_SET = `UPDATE transmissions AS t SET
   status = f.status,
   attempts = t.attempts + 1,
+  holder_deaths = 0,
   locked_by = NULL,
   locked_until = NULL,
   updated_at = f.now,
@@ -261,17 +280,18 @@ SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::text[], $5::
 /**
  * Extends the leases this worker still holds (a slow SMTP conversation must not outlive its lease:
  * another worker would send the same message meanwhile). `ids` is padded to a power of two so
- * the statement keeps a few shapes. Returns how many rows were extended.
+ * the statement keeps a few shapes. Returns the ids extended: those this worker still holds.
  */
-export async function renewLeases(trx: Tx, worker: string, ids: readonly number[], now: number, leaseMs: number): Promise<number> {
-  if (ids.length === 0) return 0;
-  const result = await trx
+export async function renewLeases(trx: Tx, worker: string, ids: readonly number[], now: number, leaseMs: number): Promise<number[]> {
+  if (ids.length === 0) return [];
+  const rows = await trx
     .updateTable('transmissions')
     .set({ locked_until: now + leaseMs, next_attempt_at: now + leaseMs })
     .where('id', 'in', padToPowerOfTwo(ids))
     .where('locked_by', '=', worker)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows);
+    .returning('id')
+    .execute();
+  return rows.map((r) => Number(r.id));
 }
 
 /**

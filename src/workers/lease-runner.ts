@@ -13,6 +13,11 @@
 //             the others with it; while the database is away a finish waits for it (the work was
 //             done: doing it again when the lease ends would repeat it)
 //   renew     the leases of the units held, every lease / 3
+//   fence     before an irreversible step (an SMTP transaction) a unit asks whether its claim still
+//             holds (UnitContext.stillHeld): yes at once while the process's heartbeat is recent
+//             and the unit's lease young; else one heartbeat and one renewal for every unit held
+//             decide, so a process that stalled past them (presumed dead by a process on another
+//             host, or past its leases) sends none of what was taken from it meanwhile
 //   wake      on the job's store.wake channel (NOTIFY on PostgreSQL), and a poll for what comes due
 //   outage    a lost database pauses claims, spaced out (workers/outage.ts), and resumes them
 //   stop      no new claims; the units at work get a bounded grace (and a stop signal: a mailbox
@@ -22,13 +27,13 @@
 // work and its finish): jobs make repeats harmless (fixed Message-IDs, event ids).
 import { setMaxListeners } from 'node:events';
 import type { Logger } from 'pino';
-import type { BackgroundService, Services } from '../services.ts';
+import type { BackgroundService, ProcessLiveness, Services } from '../services.ts';
 import type { WakeChannel } from '../storage/store.ts';
 import { isStoreUnavailable } from '../storage/store.ts';
 import { OutageWatch } from './outage.ts';
 
 /** What a job's work gets besides its unit. */
-export interface UnitContext {
+export interface UnitContext<Unit = unknown> {
   /**
    * aborted when the runner stops: long-running units (mailbox sessions) end on it. Shared by
    * every unit in its slots (one listener each is expected, not a leak): a unit that listens
@@ -37,6 +42,14 @@ export interface UnitContext {
   readonly signal: AbortSignal;
   /** the job's outage watch: work that reads the database may wait out an outage with it */
   readonly outage: OutageWatch;
+  /**
+   * The fence, right before an irreversible step: whether this process still holds the unit, false
+   * when it was released meanwhile (this process presumed dead, its lease expired) and may be with
+   * another process. Cheap while the process's heartbeat is recent and the lease young; otherwise
+   * a heartbeat and a renewal (shared by every unit asking meanwhile). Always true for a job
+   * without `confirm`. Throws when the database is away (nothing can be confirmed).
+   */
+  stillHeld(unit: Unit): Promise<boolean>;
 }
 
 /** A job: units of work claimed under a lease. Every function may assume the runner's sequencing. */
@@ -72,19 +85,35 @@ export interface LeaseJob<Unit, Finish> {
   claim(worker: string, limit: number): Promise<Unit[]>;
   idOf(unit: Unit): number;
   /** The unit's work, outside any transaction; what to record. */
-  work(unit: Unit, context: UnitContext): Promise<Finish>;
+  work(unit: Unit, context: UnitContext<Unit>): Promise<Finish>;
   /** Writes finishes in one transaction; per finish, whether the lease still held. */
   finish(worker: string, finishes: Finish[]): Promise<boolean[]>;
   /** After a finish was written (or failed for good: `kept` false): metrics, logs, wake-ups. */
   finished?(unit: Unit, finish: Finish, kept: boolean): void;
   /** Extends the leases of the units held. */
   renew(worker: string, ids: number[]): Promise<unknown>;
+  /**
+   * Extends the leases of `ids` like renew, and answers those `worker` still holds. A job that has
+   * it is renewed with it, and fenced (UnitContext.stillHeld).
+   */
+  confirm?(worker: string, ids: number[]): Promise<readonly number[]>;
   /** Gives back units still held at stop (due again at once). */
   release(worker: string, ids: number[]): Promise<unknown>;
   /** A wake-up came (before the runner claims). */
   woken?(): void;
   /** The runner stopped: close the job's resources. */
   stopped?(): void;
+}
+
+/** One claim of a unit, from the claim until its work and finish are done. */
+interface Claim {
+  /** when (services' clock) the claim or renewal that last extended its lease began */
+  leaseFrom: number;
+  /** ProcessLiveness.lives() when that claim or renewal began: a change since means: confirm first */
+  life: number;
+  /** found taken (released, claimed by another, or claimed again here): the fence says no */
+  lost: boolean;
+  done: Promise<void>;
 }
 
 interface QueuedFinish<Finish> {
@@ -99,8 +128,18 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
   readonly name: string;
   private readonly log: Logger;
   private readonly outage: OutageWatch;
-  /** every claimed unit until its finish is recorded (what stop() waits for and renew() extends) */
-  private readonly held = new Map<number, Promise<void>>();
+  /** every claimed unit until its finish is recorded (what stop() waits for), by claim */
+  private readonly claims = new Map<Unit, Claim>();
+  /**
+   * The latest claim of each unit id held (what renew() extends). A unit released while this
+   * process was presumed dead may be claimed here again while its earlier claim is still at work:
+   * the earlier one is lost then.
+   */
+  private readonly held = new Map<number, Claim>();
+  /** a heartbeat and renewal under way for the fence (one at a time, shared) */
+  private confirming: Promise<void> | null = null;
+  /** what every unit's work gets besides its unit (one object for all) */
+  private readonly unitContext: UnitContext<Unit>;
   /**
    * Slots in use: claimed units still at work. A slot is freed when the work is done, before its
    * finish is written, so that the claim refilling it can share the finishes' commit.
@@ -125,6 +164,8 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
     private readonly job: LeaseJob<Unit, Finish>,
     /** the process's registry id (workers/process-registry.ts): every claim is locked_by it */
     readonly workerId: string,
+    /** the process's standing in the registry; without it (tests) the fence only checks leases */
+    private readonly liveness?: ProcessLiveness,
   ) {
     this.name = job.name;
     this.log = services.log;
@@ -132,6 +173,7 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
     // Node's warning threshold of 10 for a busy job; the units remove theirs.
     setMaxListeners(0, this.abort.signal);
     this.outage = new OutageWatch(services.log, job.name);
+    this.unitContext = { signal: this.abort.signal, outage: this.outage, stillHeld: (unit) => this.stillHeld(unit) };
   }
 
   async start(): Promise<void> {
@@ -177,8 +219,52 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
   async renewLeases(): Promise<number> {
     const ids = this.heldIds();
     if (ids.length === 0) return 0;
-    await this.job.renew(this.workerId, ids);
+    if (!this.job.confirm) {
+      await this.job.renew(this.workerId, ids);
+      return ids.length;
+    }
+    const from = this.services.clock.now();
+    const life = this.liveness?.lives() ?? 0;
+    const still = new Set(await this.job.confirm(this.workerId, ids));
+    for (const id of ids) {
+      const claim = this.held.get(id);
+      // A claim made since the renewal began is not what it found.
+      if (!claim || claim.leaseFrom > from) continue;
+      if (!still.has(id)) claim.lost = true;
+      else {
+        claim.leaseFrom = from;
+        claim.life = life;
+      }
+    }
     return ids.length;
+  }
+
+  /** UnitContext.stillHeld. */
+  private async stillHeld(unit: Unit): Promise<boolean> {
+    if (!this.job.confirm) return true;
+    const claim = this.claims.get(unit);
+    // Each round confirms every claim held, so one is normally enough; after three that found this
+    // one held, only the heartbeat is slow to be recorded (a loaded database): it is held.
+    for (let round = 0; claim && !claim.lost; round++) {
+      // Half the lease and half the time to be presumed dead (ProcessLiveness.fresh) are left for
+      // the step itself: what was confirmed cannot be taken before they run out.
+      const young = this.services.clock.now() - claim.leaseFrom < this.job.leaseMs / 2;
+      const standing = !this.liveness || (this.liveness.fresh() && this.liveness.lives() === claim.life);
+      if ((young && standing) || round === 3) return true;
+      await (this.confirming ??= this.confirmHeld().finally(() => (this.confirming = null)));
+    }
+    return false;
+  }
+
+  /**
+   * The fence's slow path: a heartbeat first (from then on no process can presume this one dead
+   * and release its claims, for a while), then a renewal of every unit held, which finds those
+   * released or taken before it.
+   */
+  private async confirmHeld(): Promise<void> {
+    const alive = await this.liveness?.confirm();
+    if (alive === false) this.log.warn({ job: this.name, held: this.held.size }, 'this process was presumed dead: what it held was released; sending none of it');
+    await this.renewLeases();
   }
 
   /**
@@ -202,8 +288,8 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
 
   /** Until nothing is held (tests, drains). */
   async idle(): Promise<void> {
-    while (this.held.size > 0 || this.claiming) {
-      await Promise.race([...this.held.values(), ...(this.claiming ? [this.claiming] : [])]);
+    while (this.claims.size > 0 || this.claiming) {
+      await Promise.race([...[...this.claims.values()].map((c) => c.done), ...(this.claiming ? [this.claiming] : [])]);
     }
   }
 
@@ -215,7 +301,7 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
     await this.unlisten?.();
     await this.claiming;
     this.abort.abort();
-    const all = Promise.allSettled([...this.held.values()]);
+    const all = Promise.allSettled([...this.claims.values()].map((c) => c.done));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([all, new Promise((resolve) => (timer = setTimeout(resolve, this.job.stopGraceMs)))]);
     clearTimeout(timer);
@@ -281,26 +367,39 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
 
   private async claim(limit: number): Promise<Unit[]> {
     if (limit <= 0 || this.stopping) return [];
+    const from = this.services.clock.now();
+    const life = this.liveness?.lives() ?? 0;
     const claimed = await this.job.claim(this.workerId, limit);
     this.outage.succeeded();
+    for (const unit of claimed) {
+      const claim: Claim = { leaseFrom: from, life, lost: false, done: Promise.resolve() };
+      const id = this.job.idOf(unit);
+      // Claimed again while an earlier claim of it is at work: that one was taken (released while
+      // this process was presumed dead), whatever the database says of it now.
+      const earlier = this.held.get(id);
+      if (earlier) earlier.lost = true;
+      this.held.set(id, claim);
+      this.claims.set(unit, claim);
+    }
     return claimed;
   }
 
   private launch(unit: Unit): Promise<void> {
     const id = this.job.idOf(unit);
+    const claim = this.claims.get(unit)!;
     this.working++;
-    const done = this.workAndRecord(unit).finally(() => {
-      this.held.delete(id);
+    claim.done = this.workAndRecord(unit).finally(() => {
+      this.claims.delete(unit);
+      if (this.held.get(id) === claim) this.held.delete(id);
       if (this.moreDue && !this.stopping) void this.fill();
     });
-    this.held.set(id, done);
-    return done;
+    return claim.done;
   }
 
   private async workAndRecord(unit: Unit): Promise<void> {
     let finish: Finish;
     try {
-      finish = await this.job.work(unit, { signal: this.abort.signal, outage: this.outage });
+      finish = await this.job.work(unit, this.unitContext);
     } catch (error) {
       // A job's work handles what it expects; a throw is a defect. The lease still holds the
       // unit: it is worked again when the lease ends.
@@ -308,6 +407,13 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
       return;
     } finally {
       this.working--;
+    }
+    if (this.claims.get(unit)?.lost) {
+      // Known taken (the fence said so, or this process claimed the unit again since): no finish,
+      // which could land on the unit's newer claim here, locked_by the same id.
+      this.log.warn({ job: this.name, unit: this.job.idOf(unit) }, 'lease lost before the finish was recorded; the new holder owns the unit');
+      this.job.finished?.(unit, finish, false);
+      return;
     }
     let kept = false;
     try {

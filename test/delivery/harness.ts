@@ -3,6 +3,7 @@
 // real send_message API.
 import type { Clock } from '../../src/domain/clock.ts';
 import type { Config } from '../../src/config.ts';
+import type { Services } from '../../src/services.ts';
 import { createDeliveryWorker, type DeliveryOptions, type DeliveryWorker } from '../../src/delivery/deliver-transmissions.ts';
 import { listAttempts } from '../../src/storage/delivery-queue.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
@@ -25,7 +26,8 @@ export interface DeliveryHarness {
 export interface HarnessOptions {
   config?: Partial<Config>;
   clock?: Clock;
-  delivery?: DeliveryOptions;
+  /** the worker's options, or a function of the app's services that makes them */
+  delivery?: DeliveryOptions | ((services: Services) => DeliveryOptions);
 }
 
 export async function startDeliveryHarness(opts: HarnessOptions = {}): Promise<DeliveryHarness> {
@@ -35,7 +37,7 @@ export async function startDeliveryHarness(opts: HarnessOptions = {}): Promise<D
     config: { workers: 16, connectTimeoutMs: 2000, greetingTimeoutMs: 2000, socketTimeoutMs: 2000, ...opts.config },
   });
   const seed = await t.seed();
-  const worker = createDeliveryWorker(t.app.services, opts.delivery);
+  const worker = createDeliveryWorker(t.app.services, typeof opts.delivery === 'function' ? opts.delivery(t.app.services) : opts.delivery);
   const db = t.app.services.store.db;
   const h: DeliveryHarness = {
     t,

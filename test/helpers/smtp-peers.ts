@@ -39,6 +39,8 @@ export interface SmtpPeerScript {
   acceptText?: (n: number) => string;
   /** wait this long before answering the end of DATA (a slow server) */
   dataDelayMs?: number;
+  /** a message accepted only once the promise returned resolves (a gate the test opens); null: at once */
+  hold?: (mail: ReceivedMail) => Promise<void> | null;
   /** advertise SMTPUTF8 (default true) and 8BITMIME (default true) in the EHLO reply */
   smtputf8?: boolean;
   eightBitMime?: boolean;
@@ -168,7 +170,9 @@ export async function startSmtpPeer(script: SmtpPeerScript = {}): Promise<SmtpPe
           notify();
           callback(null, script.acceptText ? script.acceptText(received.length) : `2.0.0 Ok: queued as ${received.length}`);
         };
-        if (script.dataDelayMs) setTimeout(accept, script.dataDelayMs);
+        const held = script.hold?.(mail);
+        if (held) void held.then(accept);
+        else if (script.dataDelayMs) setTimeout(accept, script.dataDelayMs);
         else accept();
       });
     },
