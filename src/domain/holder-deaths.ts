@@ -14,7 +14,7 @@
 //   3 deaths   failed at its next claim with WORKER_CRASHED (an attempt row, a `failed` event),
 //              without composing or sending it
 
-/** Deaths from which a transmission is worked alone (the literal 2 of migration 210's index). */
+/** Deaths from which a transmission is worked alone (the literal 2 of migration 260's index). */
 export const SUSPECT_AFTER_DEATHS = 2;
 /** Deaths at which a transmission fails with WORKER_CRASHED instead of being worked again. */
 export const MAX_HOLDER_DEATHS = 3;

@@ -7,7 +7,7 @@
 // A token is issued without a write: it is signed (HMAC-SHA-256 under a key derived from the
 // secret key) over the signed-in user's CSRF token, its time, a random nonce and the page it was
 // shown on (where a repeated submission is sent back to). Only a use is written: the nonce, in
-// dashboard_form_uses (migration 200), whose unique key lets exactly one of two simultaneous
+// dashboard_form_uses (migration 220), whose unique key lets exactly one of two simultaneous
 // submissions through, in every API process of the service.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Services } from '../services.ts';

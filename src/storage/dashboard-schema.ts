@@ -39,7 +39,7 @@ export interface SignInFailuresTable {
   since: number;
 }
 
-/** A one-time form token that was used (migration 200, operations/form-tokens.ts). */
+/** A one-time form token that was used (migration 220, operations/form-tokens.ts). */
 export interface DashboardFormUsesTable {
   /** the token's random part (the token is signed; this alone submits nothing) */
   nonce: string;

@@ -1,5 +1,5 @@
 // The dashboard's users and their sign-ins (migration 100), the sign-in throttle's counts (migration
-// 170) and the one-time form tokens used (migration 200). Plain lookups and writes; the rules (hashing, expiry, scoping, limits) are
+// 170) and the one-time form tokens used (migration 220). Plain lookups and writes; the rules (hashing, expiry, scoping, limits) are
 // operations/users.ts's.
 import type { DashboardSession, DashboardUser } from './dashboard-schema.ts';
 import type { Tx } from './store.ts';

@@ -54,7 +54,7 @@ export async function claimSuspectTransmission(trx: Tx, opts: Omit<ClaimOptions,
 
 // The status test is a literal (not bound parameters) so the planner can match it against the
 // partial index transmissions_due, whose WHERE is the same text; the holder_deaths tests are
-// literals for the same reason (2 is SUSPECT_AFTER_DEATHS, in migration 210's transmissions_suspect).
+// literals for the same reason (2 is SUSPECT_AFTER_DEATHS, in migration 260's transmissions_suspect).
 // The due rows are picked once, in a MATERIALIZED CTE: as a plain `IN (subquery)` PostgreSQL
 // may run the subquery again per row (a SubPlan), see the rows this very UPDATE already moved out
 // of the due range, and claim past the LIMIT.

@@ -231,7 +231,7 @@ export interface WebhookDeliveryRow {
 /**
  * One page of the webhook deliveries (outbound requests) of the events that report this message,
  * oldest first, by keyset on the request's id: events_message (migration 160) finds the message's
- * events, outbound_requests_event (migration 200) their requests; nothing else of either table is
+ * events, outbound_requests_event (migration 210) their requests; nothing else of either table is
  * read, and a page holds at most `limit` rows however many a message caused.
  */
 export async function listMessageWebhookDeliveries(db: Tx, q: { messageId: number; afterId: number | null; limit: number }): Promise<WebhookDeliveryRow[]> {

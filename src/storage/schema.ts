@@ -114,7 +114,7 @@ export interface TransmissionsTable {
   result_message: string | null;
   /** dense per-project number for history paging; NULL until numbered (migration 140) */
   history_seq: Generated<number | null>;
-  /** times in a row a process died holding it (migration 210, domain/holder-deaths.ts) */
+  /** times in a row a process died holding it (migration 260, domain/holder-deaths.ts) */
   holder_deaths: Generated<number>;
 }
 
@@ -254,7 +254,7 @@ export interface WorkerProcessesTable {
   /** the hostname, the boot and the pid namespace (workers/process-registry.ts hostIdentity) */
   host: string;
   pid: number;
-  /** the process's start time in clock ticks since boot (/proc/<pid>/stat); NULL where unknown (migration 200) */
+  /** the process's start time in clock ticks since boot (/proc/<pid>/stat); NULL where unknown (migration 250) */
   pid_start: Generated<number | null>;
   started_at: number;
   heartbeat_at: number;
