@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
-import { MailParser, simpleParser } from 'mailparser';
+import { simpleParser } from 'mailparser';
+import { decodeWords } from '../helpers/mime.ts';
 import { headerOf, startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 import { startDeliveryHarness, type DeliveryHarness } from './harness.ts';
 
@@ -52,16 +53,6 @@ json.dump(out, sys.stdout)
   return JSON.parse(stdout);
 }
 
-/** A header value with its RFC 2047 encoded-words decoded, by mailparser's decoder (it decodes the
- * Subject and addresses itself, and leaves other headers as they came). */
-function decodeWords(value: string): string {
-  const parser = new MailParser();
-  try {
-    return (parser as unknown as { libmime: { decodeWords(text: string): string } }).libmime.decodeWords(value);
-  } finally {
-    parser.destroy();
-  }
-}
 
 describe('composition, at a real SMTP server', () => {
   let peer: SmtpPeer;

@@ -9,21 +9,11 @@ import { describe, it } from 'node:test';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
-import { MailParser } from 'mailparser';
+import { decodeWords } from '../helpers/mime.ts';
 import { buildMimeNow, compileMail, formatDisplayName, hasLongerLines, nodemailerEncodeAddressName, nodemailerHasLongerLines, nodemailerNormalizeHeaderKey, nodemailerParseAddresses, parseAddressHeader } from '../../src/domain/mime-build.ts';
 import { composeMime } from '../../src/domain/compose-mime.ts';
 import type { MessagePayload } from '../../src/domain/message-payload.ts';
 import { prng } from '../helpers/prng.ts';
-
-/** RFC 2047 encoded-words decoded, by mailparser's decoder (as test/delivery/composition.test.ts). */
-function decodeWords(value: string): string {
-  const parser = new MailParser();
-  try {
-    return (parser as unknown as { libmime: { decodeWords(text: string): string } }).libmime.decodeWords(value);
-  } finally {
-    parser.destroy();
-  }
-}
 
 type Mail = ConstructorParameters<typeof MailComposer>[0] & { baseBoundary?: string; newline?: string };
 

@@ -8,6 +8,17 @@ import fs from 'node:fs';
 import pg from 'pg';
 
 export const ADMIN_URL = process.env.POSTHORN_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+/** One statement on the admin database, over a connection of its own; its rows. */
+export async function adminQuery<T extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: ADMIN_URL });
+  await client.connect();
+  try {
+    return (await client.query<T>(text, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
 export const TEST_DATABASE_PREFIX = 'posthorn_t_';
 
 /** The URL of a database on the admin URL's server. */

@@ -10,7 +10,6 @@
 // classed here from their SQLSTATE alone.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import pg from 'pg';
 import pino from 'pino';
 import { postgresUnavailable } from '../../src/storage/dialects/postgres.ts';
 import { claimDueOutbound } from '../../src/storage/outbound.ts';
@@ -18,7 +17,7 @@ import { isStoreUnavailable } from '../../src/storage/store.ts';
 import { OutageWatch } from '../../src/workers/outage.ts';
 import { startTestApp } from '../helpers/app.ts';
 import { onlyOn } from '../helpers/databases.ts';
-import { ADMIN_URL } from '../helpers/postgres.ts';
+import { adminQuery } from '../helpers/postgres.ts';
 import { until } from '../helpers/wait.ts';
 
 describe('which PostgreSQL errors count as unavailable (by SQLSTATE; runs on every database)', () => {
@@ -49,16 +48,6 @@ describe('which PostgreSQL errors count as unavailable (by SQLSTATE; runs on eve
   });
 });
 
-async function admin<T extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<T[]> {
-  const client = new pg.Client({ connectionString: ADMIN_URL });
-  await client.connect();
-  try {
-    return (await client.query<T>(text, values)).rows;
-  } finally {
-    await client.end();
-  }
-}
-
 describe('a read-only PostgreSQL server', { skip: onlyOn('postgres') }, () => {
   it('writes answer 503 with Retry-After, a claim pauses its job, /readyz is not ready; all is back once it takes writes', async () => {
     const t = await startTestApp({ background: false });
@@ -66,8 +55,8 @@ describe('a read-only PostgreSQL server', { skip: onlyOn('postgres') }, () => {
     assert.match(database, /^posthorn_t_/, 'only the test\'s own scratch database is altered');
     /** New sessions of the database are read-only or not; the ones open now are ended. */
     const setReadOnly = async (on: boolean) => {
-      await admin(`alter database "${database}" ${on ? 'set default_transaction_read_only = on' : 'reset default_transaction_read_only'}`);
-      await admin('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [database]);
+      await adminQuery(`alter database "${database}" ${on ? 'set default_transaction_read_only = on' : 'reset default_transaction_read_only'}`);
+      await adminQuery('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [database]);
     };
     try {
       const seed = await t.seed();
@@ -111,7 +100,7 @@ describe('a read-only PostgreSQL server', { skip: onlyOn('postgres') }, () => {
       await until('send_message accepted again', async () => (await send(1000)).status === 200);
       assert.equal((await fetch(`${t.url}/readyz`)).status, 200);
     } finally {
-      await admin(`alter database "${database}" reset default_transaction_read_only`).catch(() => {});
+      await adminQuery(`alter database "${database}" reset default_transaction_read_only`).catch(() => {});
       await t.close();
     }
   });

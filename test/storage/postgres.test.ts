@@ -10,20 +10,10 @@ import { CoalescingNotifier, NotificationListener, openPostgres } from '../../sr
 import { migrateToLatest } from '../../src/storage/migrate.ts';
 import { openStore, type Store } from '../../src/storage/store.ts';
 import { onlyOn, openTestStore, type TestStore } from '../helpers/databases.ts';
-import { ADMIN_URL, createFreshPostgresDatabase, dropPostgresDatabase } from '../helpers/postgres.ts';
+import { adminQuery, createFreshPostgresDatabase, dropPostgresDatabase } from '../helpers/postgres.ts';
 import { until } from '../helpers/wait.ts';
 
 const skip = onlyOn('postgres');
-
-async function adminQuery<T extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<T[]> {
-  const client = new pg.Client({ connectionString: ADMIN_URL });
-  await client.connect();
-  try {
-    return (await client.query<T>(text, values)).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 describe('PostgreSQL dialect', { skip }, () => {
   let t: TestStore;
