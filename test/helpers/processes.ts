@@ -129,3 +129,30 @@ export function initProjectKey(env: Record<string, string | undefined>): string 
 export async function stopAll(): Promise<void> {
   await Promise.all([...running].map((p) => p.kill()));
 }
+
+/**
+ * Sends messages `first` .. `first + count - 1` through the API at `apiUrl`, `concurrency` at a
+ * time: message i has the uid `${uidPrefix}-${i}` and the one recipient `r${i}@${domain}`. Each
+ * must be accepted (200).
+ */
+export async function sendNumberedMessages(opts: { apiUrl: string; projectKey: string; uidPrefix: string; domain: string; first: number; count: number; concurrency: number }): Promise<void> {
+  const { apiUrl, projectKey, uidPrefix, domain, first, count } = opts;
+  let next = first;
+  await Promise.all(
+    Array.from({ length: opts.concurrency }, async () => {
+      while (next < first + count) {
+        const i = next++;
+        const res = await fetch(`${apiUrl}/v.1.1/send_message`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({
+            api_key: projectKey,
+            uid: `${uidPrefix}-${i}`,
+            arguments: { recipients: `r${i}@${domain}`, headers: { from: 'sender@posthorn.test', subject: `message ${i}` }, content: { 'text/plain': `body ${i}` } },
+          }),
+        });
+        assert.equal(res.status, 200, `send ${i}: ${await res.text()}`);
+      }
+    }),
+  );
+}

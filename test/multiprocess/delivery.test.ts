@@ -23,7 +23,7 @@ import pg from 'pg';
 import { SMTPServer } from 'smtp-server';
 import { onlyOn } from '../helpers/databases.ts';
 import { createFreshPostgresDatabase, dropPostgresDatabase } from '../helpers/postgres.ts';
-import { BIN, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
+import { BIN, sendNumberedMessages, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
 import { headerOf } from '../helpers/smtp-peers.ts';
 
 const PHASE1 = Number(process.env.POSTHORN_MP_PHASE1 ?? 1000);
@@ -158,25 +158,7 @@ describe('many processes on one PostgreSQL database', { skip: onlyOn('postgres')
   async function sendMessages(count: number): Promise<void> {
     const first = sent;
     sent += count;
-    let next = first;
-    await Promise.all(
-      Array.from({ length: SEND_CONCURRENCY }, async () => {
-        while (next < first + count) {
-          const i = next++;
-          const res = await fetch(`${apiUrl}/v.1.1/send_message`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({
-              api_key: projectKey,
-              uid: `mp-${i}`,
-              arguments: { recipients: `r${i}@${DOMAIN}`, headers: { from: 'sender@posthorn.test', subject: `message ${i}` }, content: { 'text/plain': `body ${i}` } },
-            }),
-          });
-          const body = (await res.json()) as { response: { status: string; message?: string } };
-          assert.equal(res.status, 200, `send ${i}: ${JSON.stringify(body)}`);
-        }
-      }),
-    );
+    await sendNumberedMessages({ apiUrl, projectKey, uidPrefix: 'mp', domain: DOMAIN, first, count, concurrency: SEND_CONCURRENCY });
   }
 
   async function completedCount(): Promise<number> {

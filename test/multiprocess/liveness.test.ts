@@ -21,7 +21,7 @@ import { SMTPServer } from 'smtp-server';
 import { DEAD_AFTER_MS, HEARTBEAT_MS } from '../../src/workers/process-registry.ts';
 import { onlyOn } from '../helpers/databases.ts';
 import { createFreshPostgresDatabase, dropPostgresDatabase } from '../helpers/postgres.ts';
-import { initProjectKey, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
+import { initProjectKey, sendNumberedMessages, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
 import { headerOf } from '../helpers/smtp-peers.ts';
 import { until } from '../helpers/wait.ts';
 
@@ -129,20 +129,7 @@ describe('a stopped worker is not dead; a killed one is (PostgreSQL, same host)'
   async function sendMessages(count: number): Promise<void> {
     const first = sent;
     sent += count;
-    let next = first;
-    await Promise.all(
-      Array.from({ length: SEND_CONCURRENCY }, async () => {
-        while (next < first + count) {
-          const i = next++;
-          const res = await fetch(`${apiUrl}/v.1.1/send_message`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({ api_key: projectKey, uid: `live-${i}`, arguments: { recipients: `r${i}@${DOMAIN}`, headers: { from: 'sender@posthorn.test', subject: `message ${i}` }, content: { 'text/plain': `body ${i}` } } }),
-          });
-          assert.equal(res.status, 200, await res.text());
-        }
-      }),
-    );
+    await sendNumberedMessages({ apiUrl, projectKey, uidPrefix: 'live', domain: DOMAIN, first, count, concurrency: SEND_CONCURRENCY });
   }
 
   async function registryRow(pid: number): Promise<{ id: string; heartbeat_at: number } | undefined> {
