@@ -25,6 +25,28 @@ export function describeType(s: Schema | undefined): string {
   return String(s.type ?? 'any');
 }
 
+/** The member of a value-or-null that is not null. */
+function nonNull(s: Schema): Schema {
+  return s.anyOf && s.anyOf.length === 2 && s.anyOf.some((m: Schema) => m.type === 'null') ? s.anyOf.find((m: Schema) => m.type !== 'null') : s;
+}
+
+/**
+ * The fields of an answer's `data`, `depth` levels deep: "data.message.id"; the values of an object
+ * keyed by uid or address as "data.<key>.field", the items of an array as "data.list[].field".
+ */
+export function dataFields(s: Schema, path: string, depth: number): Array<{ path: string; schema: Schema }> {
+  const inner = nonNull(s);
+  const children: Array<[string, Schema]> = [];
+  // A level of keys (uids, addresses) or of items is not counted in `depth`: their fields are.
+  if (inner.properties) for (const [name, child] of Object.entries(inner.properties as Record<string, Schema>)) children.push([`${path}.${name}`, child]);
+  else if (inner.patternProperties) return dataFields(Object.values(inner.patternProperties)[0] as Schema, `${path}.<key>`, depth);
+  else if (inner.type === 'array' && inner.items) return dataFields(inner.items, `${path}[]`, depth);
+  if (depth === 0) return [];
+  const rows: Array<{ path: string; schema: Schema }> = [];
+  for (const [childPath, child] of children) rows.push({ path: childPath, schema: child }, ...dataFields(child, childPath, depth - 1));
+  return rows;
+}
+
 function cell(text: string): string {
   return text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 }
@@ -48,12 +70,19 @@ malformed one 406 \`call_error\` naming its path.
     const op = item.post as Schema;
     const body = op.requestBody.content['application/json'].schema as Schema;
     const args = body.properties.arguments as Schema;
-    const data = op.responses['200'].content['application/json'].schema.properties.data as Schema;
     out.push(`## ${op.operationId}\n`);
     out.push(`\`POST ${route}\`, ${op.tags[0]}. ${op.summary}\n`);
+    // The body's own fields first (api_key, uid and what else the method reads beside arguments).
+    const bodyRequired = new Set<string>(body.required ?? []);
+    out.push('| Field | Type | Required | Notes |\n|---|---|---|---|');
+    for (const [name, s] of Object.entries(body.properties as Record<string, Schema>)) {
+      if (name === 'arguments') continue;
+      out.push(`| \`${name}\` | ${cell(describeType(s))} | ${bodyRequired.has(name) ? 'yes' : ''} | ${cell(s.description ?? '')} |`);
+    }
+    out.push(`| \`arguments\` | object | | ${Object.keys(args.properties ?? {}).length === 0 ? 'none are read' : 'below'} |`);
+    out.push('');
     const props = Object.entries((args.properties ?? {}) as Record<string, Schema>);
-    if (props.length === 0) out.push('Arguments: none.\n');
-    else {
+    if (props.length > 0) {
       const required = new Set<string>(args.required ?? []);
       out.push('| Argument | Type | Required | Notes |\n|---|---|---|---|');
       for (const [name, s] of props) {
@@ -63,8 +92,23 @@ malformed one 406 \`call_error\` naming its path.
       }
       out.push('');
     }
-    const keys = data.properties ? Object.keys(data.properties).map((k) => `\`${k}\``).join(', ') : describeType(data);
-    out.push(`Answers \`data\`: ${keys}.\n`);
+    const ok = op.responses['200']?.content['application/json'].schema as Schema | undefined;
+    if (!ok) {
+      out.push(`Never answers \`ok\`: ${Object.keys(op.responses).includes('500') ? 'the answer is an error envelope (500 `internal_server_error`, or the error of a bad key).' : 'every answer is an error envelope.'}\n`);
+      continue;
+    }
+    const data = ok.properties.data as Schema;
+    const extra = Object.entries(ok.properties.response.properties as Record<string, Schema>).filter(([k]) => k !== 'status' && k !== 'uid');
+    const rows = [...dataFields(data, 'data', 2), ...extra.map(([k, s]) => ({ path: `response.${k}`, schema: s }))];
+    out.push(`Answers \`data\`${data.description ? ` (${cell(data.description)})` : ''}${rows.length === 0 ? `: ${describeType(data)}` : ''}${extra.length > 0 ? `, and in \`response\` ${extra.map(([k]) => `\`${k}\``).join(', ')}` : ''}${rows.length === 0 ? '.' : ':'}\n`);
+    if (rows.length > 0) {
+      out.push('| Field | Type | Notes |\n|---|---|---|');
+      for (const { path, schema } of rows) {
+        const inner = nonNull(schema);
+        out.push(`| \`${path}\` | ${cell(describeType(schema))} | ${cell(inner.description ?? schema.description ?? '')} |`);
+      }
+      out.push('');
+    }
   }
   out.push(`## Webhooks\n\nEvent payloads posted to webhook endpoints (docs/webhooks.md): ${Object.keys(doc.webhooks).map((e) => `\`${e}\``).join(', ')}.\n`);
   return out.join('\n');

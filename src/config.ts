@@ -57,6 +57,7 @@ export interface Config {
   maxScheduleAheadMs: number;
   maxPerPage: number;
   dbPoolSize: number;
+  dbTimeoutMs: number;
   // delivery
   workers: number;
   leaseMs: number;
@@ -71,6 +72,7 @@ export interface Config {
   connectTimeoutMs: number;
   greetingTimeoutMs: number;
   socketTimeoutMs: number;
+  dataDoneTimeoutMs: number;
   retrySchedule: string;
   maxRetryAgeMs: number;
   bounceDomain: string;
@@ -133,6 +135,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'maxScheduleAheadMs', flag: 'max-schedule-ahead-ms', env: 'POSTHORN_MAX_SCHEDULE_AHEAD_MS', kind: 'int', doc: 'How far ahead send_message\'s send_at may schedule a message (default 7776000000 = 90 days); further is 406.', min: 1 },
   { key: 'maxPerPage', flag: 'max-per-page', env: 'POSTHORN_MAX_PER_PAGE', kind: 'int', doc: 'Largest per_page of listings (default 1000).', min: 1 },
   { key: 'dbPoolSize', flag: 'db-pool-size', env: 'POSTHORN_DB_POOL_SIZE', kind: 'int', doc: 'PostgreSQL connection pool size per process (default 10).', min: 1 },
+  { key: 'dbTimeoutMs', flag: 'db-timeout-ms', env: 'POSTHORN_DB_TIMEOUT_MS', kind: 'int', doc: 'PostgreSQL: how long a statement waits for a pooled connection, and for the server\'s answer to each statement, before the call fails as unavailable (503, jobs paused; default 5000).', min: 100 },
   { key: 'workers', flag: 'workers', env: 'POSTHORN_WORKERS', kind: 'int', doc: 'Delivery concurrency: transmissions in flight per process (default 128).', min: 0 },
   { key: 'leaseMs', flag: 'lease-ms', env: 'POSTHORN_LEASE_MS', kind: 'int', doc: 'How long a claimed transmission stays locked to its worker (default 300000).', min: 1 },
   { key: 'pollMs', flag: 'poll-ms', env: 'POSTHORN_POLL_MS', kind: 'int', doc: 'Idle delivery poll interval (default 1000).', min: 1 },
@@ -145,7 +148,8 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'maxConnections', flag: 'max-connections', env: 'POSTHORN_MAX_CONNECTIONS', kind: 'int', doc: 'Open SMTP connections in total (default 200).', min: 1 },
   { key: 'connectTimeoutMs', flag: 'connect-timeout-ms', env: 'POSTHORN_CONNECT_TIMEOUT_MS', kind: 'int', doc: 'SMTP TCP connect timeout (default 30000).', min: 1 },
   { key: 'greetingTimeoutMs', flag: 'greeting-timeout-ms', env: 'POSTHORN_GREETING_TIMEOUT_MS', kind: 'int', doc: 'SMTP greeting timeout (default 30000).', min: 1 },
-  { key: 'socketTimeoutMs', flag: 'socket-timeout-ms', env: 'POSTHORN_SOCKET_TIMEOUT_MS', kind: 'int', doc: 'SMTP inactivity timeout at any later stage (default 120000).', min: 1 },
+  { key: 'socketTimeoutMs', flag: 'socket-timeout-ms', env: 'POSTHORN_SOCKET_TIMEOUT_MS', kind: 'int', doc: 'SMTP inactivity timeout at any later stage but the reply to the end of the message (default 120000).', min: 1 },
+  { key: 'dataDoneTimeoutMs', flag: 'data-done-timeout-ms', env: 'POSTHORN_DATA_DONE_TIMEOUT_MS', kind: 'int', doc: 'How long to wait for the SMTP reply to the end of the message, once all of it is sent (default 600000 = 10 min, RFC 5321 4.5.3.2.6).', min: 1 },
   { key: 'retrySchedule', flag: 'retry-schedule', env: 'POSTHORN_RETRY_SCHEDULE', kind: 'string', doc: 'Delays between delivery attempts, e.g. "1m,5m,15m,30m,1h,2h,4h,8h" (the last repeats).', check: (v: string) => (parseRetrySchedule(v) ? null : `must be durations (a number with ms, s, m, h or d) separated by commas, like "1m,5m,1h", got "${v}"`) },
   { key: 'maxRetryAgeMs', flag: 'max-retry-age-ms', env: 'POSTHORN_MAX_RETRY_AGE_MS', kind: 'int', doc: 'Give up on a deferred transmission this long after it was accepted (default 259200000 = 72 h).', min: 1 },
   { key: 'bounceDomain', flag: 'bounce-domain', env: 'POSTHORN_BOUNCE_DOMAIN', kind: 'string', doc: 'Domain of the VERP return path (default: --mailer-host).' },
@@ -163,8 +167,8 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'submissionMaxConnectionsPerIp', flag: 'submission-max-connections-per-ip', env: 'POSTHORN_SUBMISSION_MAX_CONNECTIONS_PER_IP', kind: 'int', doc: 'Open submission connections from one client address (default 50).', min: 1 },
   { key: 'submissionIdleTimeoutMs', flag: 'submission-idle-timeout-ms', env: 'POSTHORN_SUBMISSION_IDLE_TIMEOUT_MS', kind: 'int', doc: 'Close a submission connection idle this long (default 60000).', min: 1 },
   { key: 'submissionTotalTimeoutMs', flag: 'submission-total-timeout-ms', env: 'POSTHORN_SUBMISSION_TOTAL_TIMEOUT_MS', kind: 'int', doc: 'Close a submission connection open this long, busy or not (default 1800000 = 30 min).', min: 1 },
-  { key: 'httpHeadersTimeoutMs', flag: 'http-headers-timeout-ms', env: 'POSTHORN_HTTP_HEADERS_TIMEOUT_MS', kind: 'int', doc: 'An HTTP client must send its request line and headers within this time of connecting (or of the previous answer on a kept-alive connection) or is disconnected (default 10000).' },
-  { key: 'httpRequestTimeoutMs', flag: 'http-request-timeout-ms', env: 'POSTHORN_HTTP_REQUEST_TIMEOUT_MS', kind: 'int', doc: 'An HTTP client must send a whole request body within this time of its headers or is disconnected (default 60000); the time an answer takes is not limited.' },
+  { key: 'httpHeadersTimeoutMs', flag: 'http-headers-timeout-ms', env: 'POSTHORN_HTTP_HEADERS_TIMEOUT_MS', kind: 'int', doc: 'An HTTP client must send its request line and headers within this time of connecting (or of the previous answer on a kept-alive connection) or is answered 408 and disconnected (default 10000).' },
+  { key: 'httpRequestTimeoutMs', flag: 'http-request-timeout-ms', env: 'POSTHORN_HTTP_REQUEST_TIMEOUT_MS', kind: 'int', doc: 'An HTTP client must send a whole request body within this time of its headers or is answered 408 and disconnected (default 60000); the time an answer takes is not limited.' },
   { key: 'httpKeepAliveTimeoutMs', flag: 'http-keep-alive-timeout-ms', env: 'POSTHORN_HTTP_KEEP_ALIVE_TIMEOUT_MS', kind: 'int', doc: 'An idle kept-alive HTTP connection is closed after this time (default 65000, longer than the 60 s idle timeout of common load balancers).' },
   { key: 'maxConnectionsPerIp', flag: 'max-connections-per-ip', env: 'POSTHORN_MAX_CONNECTIONS_PER_IP', kind: 'int', doc: 'Open connections one client address may hold on each listener (HTTP, bounce SMTP); more are refused. 0: no limit. Raise it behind a proxy that connects from one address (default 256).' },
   { key: 'bounceIdleTimeoutMs', flag: 'bounce-idle-timeout-ms', env: 'POSTHORN_BOUNCE_IDLE_TIMEOUT_MS', kind: 'int', doc: 'The bounce listener closes a session that sends nothing for this long (default 60000).' },
@@ -272,6 +276,7 @@ const DEFAULTS = {
   maxScheduleAheadMs: 90 * 86_400_000,
   maxPerPage: 1000,
   dbPoolSize: 10,
+  dbTimeoutMs: 5000,
   workers: 128,
   leaseMs: 300_000,
   pollMs: 1000,
@@ -284,6 +289,7 @@ const DEFAULTS = {
   connectTimeoutMs: 30_000,
   greetingTimeoutMs: 30_000,
   socketTimeoutMs: 120_000,
+  dataDoneTimeoutMs: 600_000,
   retrySchedule: '1m,5m,15m,30m,1h,2h,4h,8h',
   maxRetryAgeMs: 72 * 3600_000,
   bouncePort: null,

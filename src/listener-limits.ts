@@ -13,7 +13,8 @@
 //                at once, before a byte is read.
 //   Node enforces its own headersTimeout/requestTimeout too, but only on a 30-second sweep; the
 //   timers here make the bounds exact. The time a handler takes to answer is not limited: only
-//   what the client owes is.
+//   what the client owes is. A client that runs out of time is answered 408 (the server's
+//   timeoutJson: the API's envelope) and disconnected; an idle kept-alive connection is closed.
 //
 //   SMTP (smtp-server instances: the bounce listener, submission)
 //     idle       socketTimeout: no command for idleTimeoutMs closes the session;
@@ -24,6 +25,7 @@
 //     no PTR     no reverse lookup before the greeting (it would let a slow resolver hold sessions).
 import type http from 'node:http';
 import type { Socket } from 'node:net';
+import { Server as TlsServer } from 'node:tls';
 import type { SMTPServer, SMTPServerSession } from 'smtp-server';
 import type { Config } from './config.ts';
 
@@ -84,11 +86,26 @@ class AddressCounts {
 
 const connectionKey = (socket: Socket) => `${socket.remoteAddress}|${socket.remotePort}`;
 
+/** What a client that did not send its request in time is told before it is disconnected. */
+export interface HttpTimeoutAnswer {
+  /** the JSON body of the 408 (the API's envelope); without it the connection is only closed */
+  timeoutJson?: string;
+}
+
+/** A whole HTTP/1.1 408 response with `json` as its body, closing the connection. */
+function timeoutResponse(json: string): string {
+  return (
+    'HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n' +
+    `Content-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`
+  );
+}
+
 /**
  * Applies the limits to a node http or https server (Fastify's app.server). Call it once, before
  * the server listens.
  */
-export function limitHttpServer(server: http.Server, limits: HttpListenerLimits): void {
+export function limitHttpServer(server: http.Server, limits: HttpListenerLimits, answers: HttpTimeoutAnswer = {}): void {
+  const { timeoutJson } = answers;
   // Node's own enforcement, as a backstop (checked every 30 s) and for what it does precisely
   // (keep-alive is a socket timeout).
   server.headersTimeout = limits.headersTimeoutMs;
@@ -101,13 +118,30 @@ export function limitHttpServer(server: http.Server, limits: HttpListenerLimits)
    * server's requests carry the TLS socket, not the TCP socket 'connection' gave, and both have
    * the same remote address and port.
    */
-  const headerDeadlines = new Map<string, { socket: Socket; timer: NodeJS.Timeout | null }>();
-  const armHeaders = (key: string, ms: number) => {
+  const headerDeadlines = new Map<string, { socket: Socket; http: Socket | null; idle: boolean; timer: NodeJS.Timeout | null }>();
+  const tls = server instanceof TlsServer;
+  const armHeaders = (key: string, ms: number, idle: boolean) => {
     const entry = headerDeadlines.get(key);
     if (!entry) return;
     if (entry.timer) clearTimeout(entry.timer);
-    entry.timer = setTimeout(() => entry.socket.destroy(), ms);
+    entry.idle = idle;
+    entry.timer = setTimeout(() => answerTimeout(entry), ms);
     entry.timer.unref();
+  };
+  /**
+   * The request line and headers did not come in time: 408 on the socket HTTP is spoken on (the
+   * TLS socket once its handshake is done), then the connection goes. A kept-alive connection
+   * past its allowance after an answer is only closed, as Node closes one.
+   */
+  const answerTimeout = (entry: { socket: Socket; http: Socket | null; idle: boolean }) => {
+    if (timeoutJson === undefined || entry.idle || entry.http === null || !entry.http.writable) {
+      entry.socket.destroy();
+      return;
+    }
+    entry.http.end(timeoutResponse(timeoutJson));
+    entry.http.destroySoon();
+    // A client that does not read its answer does not keep the socket.
+    setTimeout(() => entry.socket.destroy(), 1000).unref();
   };
 
   server.on('connection', (socket: Socket) => {
@@ -117,8 +151,8 @@ export function limitHttpServer(server: http.Server, limits: HttpListenerLimits)
       return;
     }
     const key = connectionKey(socket);
-    headerDeadlines.set(key, { socket, timer: null });
-    armHeaders(key, limits.headersTimeoutMs);
+    headerDeadlines.set(key, { socket, http: tls ? null : socket, idle: false, timer: null });
+    armHeaders(key, limits.headersTimeoutMs, false);
     socket.once('close', () => {
       perIp.release(address);
       const entry = headerDeadlines.get(key);
@@ -129,6 +163,13 @@ export function limitHttpServer(server: http.Server, limits: HttpListenerLimits)
     });
   });
 
+  if (tls) {
+    server.on('secureConnection', (socket: Socket) => {
+      const entry = headerDeadlines.get(connectionKey(socket));
+      if (entry) entry.http = socket;
+    });
+  }
+
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const key = connectionKey(req.socket);
     const entry = headerDeadlines.get(key);
@@ -136,14 +177,22 @@ export function limitHttpServer(server: http.Server, limits: HttpListenerLimits)
       clearTimeout(entry.timer);
       entry.timer = null;
     }
-    // The body is the client's to send in time; the answer is the handler's.
+    // The body is the client's to send in time (408 when it does not); the answer is the handler's.
     const bodyDeadline = setTimeout(() => {
-      if (!req.complete) req.socket.destroy();
+      if (req.complete) return;
+      if (timeoutJson === undefined || res.headersSent || !req.socket.writable) {
+        req.socket.destroy();
+        return;
+      }
+      // Connection: close: Node ends the socket once the answer is written; the body never completes.
+      res.writeHead(408, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(timeoutJson), 'x-content-type-options': 'nosniff', connection: 'close' });
+      res.end(timeoutJson);
+      setTimeout(() => req.socket.destroy(), 1000).unref();
     }, limits.requestTimeoutMs);
     bodyDeadline.unref();
     res.once('close', () => clearTimeout(bodyDeadline));
     // After the answer, the next request's headers are due within the keep-alive allowance.
-    res.once('finish', () => armHeaders(key, limits.keepAliveTimeoutMs + limits.headersTimeoutMs));
+    res.once('finish', () => armHeaders(key, limits.keepAliveTimeoutMs + limits.headersTimeoutMs, true));
   });
 }
 

@@ -3,7 +3,7 @@
 // a database that cannot be reached. Anything else is its own message; the stack only at
 // --log-level debug or trace.
 import { redactUrl, type Config } from '../config.ts';
-import { isPostgresUrl } from '../domain/database-url.ts';
+import { isPostgresUrl, sqliteFileFrom } from '../domain/database-url.ts';
 
 /** Which option a listening port came from. */
 function portOption(config: Readonly<Config> | null, port: number | undefined): string {
@@ -88,6 +88,12 @@ export function describeFailure(error: unknown, config: Readonly<Config> | null)
   if (isPostgres(config) && /cannot connect to PostgreSQL/i.test(message)) {
     const reason = message.replace(/^.*cannot connect to PostgreSQL:?\s*/i, '');
     return `cannot reach PostgreSQL at ${redactUrl(config!.databaseUrl!)}${reason ? ` (${reason})` : ''}: start PostgreSQL or fix DATABASE_URL`;
+  }
+  if (code.startsWith('SQLITE_CORRUPT') || (code === 'SQLITE_NOTADB' && config)) {
+    // A file cut short (a full disk while copied, a copy of a running database without its WAL,
+    // a failing disk) or not a database at all: nothing to fix by option or permission.
+    const file = config ? sqliteFileFrom(config.databaseUrl, config.data) : 'the SQLite database';
+    return `the SQLite database ${file} is damaged (${code}: ${e.message}): stop the service and restore the file from a backup (docs/operations.md, "Backups"), or fix --data or DATABASE_URL if it names the wrong file`;
   }
   if (code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY' || code === 'SQLITE_NOTADB') {
     return `cannot open the SQLite database (${code}: ${e.message}): check --data or DATABASE_URL and the directory's permissions`;

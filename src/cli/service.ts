@@ -112,14 +112,18 @@ function receiveWakes(store: WakeBus): void {
 
 /**
  * An API process's side of the delivery process's state: what the supervisor tells it (when it is
- * ready, and at every change) is what its /readyz reports as `delivery` (docs/operations.md,
- * "Health"). Only a serve with a delivery process of its own tells it anything.
+ * ready, and at every change) is what its /readyz reports as `delivery` and its /metrics as
+ * posthorn_delivery_process_up and _restarts_total (docs/operations.md, "Health", "Metrics"). Only a serve with a delivery process of its own tells it anything.
  */
 async function receiveDeliveryState(services: Services): Promise<void> {
   const { setDeliveryProcessState } = await import('../observability/readiness.ts');
+  const { recordDeliveryProcessState } = await import('../observability/metrics.ts');
   process.on('message', (raw) => {
     const message = raw as SupervisorMessage;
-    if (message?.type === 'delivery-state' && typeof message.state === 'string') setDeliveryProcessState(services, message.state);
+    if (message?.type === 'delivery-state' && typeof message.state === 'string') {
+      setDeliveryProcessState(services, message.state);
+      recordDeliveryProcessState(services, message.state);
+    }
   });
 }
 

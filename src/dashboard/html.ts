@@ -87,5 +87,6 @@ export function queryString(params: Record<string, string | number | null | unde
 
 export function formatTime(ms: number | null | undefined): string {
   if (ms === null || ms === undefined) return '';
-  return new Date(Number(ms)).toISOString().replace('T', ' ').replace(/\.\d{3}Z$/, 'Z');
+  // Every time the dashboard shows is UTC, and says so (docs/dashboard.md, "Times").
+  return new Date(Number(ms)).toISOString().replace('T', ' ').replace(/\.\d{3}Z$/, ' UTC');
 }

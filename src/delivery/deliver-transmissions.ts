@@ -3,11 +3,12 @@
 // transmission, as its steps:
 //
 //   crashed    its holders died with it MAX_HOLDER_DEATHS times in a row: failed, WORKER_CRASHED,
-//              nothing composed or sent (domain/holder-deaths.ts)
+//              nothing loaded, composed or sent (domain/holder-deaths.ts); its `failed` event names
+//              what is read without the message's payload (which may be what killed them)
 //   load       the message's context (loaded once per claimed batch: delivery/message-contexts.ts)
 //   recipient  a deliverable address, or failed
 //   suppressed on the project's suppression list: failed, not sent
-//   route      relay | transport map | MX (delivery/routes.ts); a sandbox project has no route
+//   route      relay | transport map | MX (delivery/routes.ts); a message accepted in sandbox mode has no route
 //   compose    the MIME, once per message where it allows (tracking makes it per transmission)
 //   send       pooled, pipelined SMTP (delivery/smtp-client.ts), or the sandbox's answer; once a
 //              connection is free, and only if this process still holds the transmission (the
@@ -42,11 +43,13 @@ import {
   claimSuspectTransmission,
   finishTransmissions,
   releaseTransmissions,
+  transmissionsHeldBy,
   renewLeases,
   type ClaimedTransmission,
   type FinishInput,
 } from '../storage/delivery-queue.ts';
 import { recordEvent } from '../storage/events.ts';
+import { readMessageSubject } from '../storage/messages.ts';
 import type { Tx } from '../storage/store.ts';
 import { findActiveSuppression, recordBounce, recordComplaint } from '../storage/suppressions.ts';
 import { setFirstTrackingTime } from '../storage/transmissions.ts';
@@ -80,6 +83,22 @@ interface DeliveryFinish {
   alongside: (trx: Tx, attempts: number) => Promise<void>;
   /** the attempt as metrics and the log line see it */
   attempt: DeliveryAttemptRecord;
+}
+
+/**
+ * What an event says of its message: from the message's context, or, for a transmission failed
+ * WORKER_CRASHED, read without the payload (no global variables, no recipient override).
+ */
+interface EventMessage {
+  id: number;
+  uid: string;
+  uniqueId: string;
+  projectUid: string;
+  accountId: number;
+  recipientOverride: string | null | undefined;
+  sendAt: number | null | undefined;
+  /** accepted in sandbox mode (docs/sandbox.md) */
+  sandbox: boolean;
 }
 
 /** Seams for tests, not configuration. */
@@ -118,11 +137,13 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
   const smtp = new SmtpClient({
     ehloName: config.ehloName,
     requireTls: config.requireTls,
+    logAddresses: config.logAddresses,
     maxConnectionsPerDestination: config.maxConnectionsPerDestination,
     maxConnections: config.maxConnections,
     connectTimeoutMs: config.connectTimeoutMs,
     greetingTimeoutMs: config.greetingTimeoutMs,
     socketTimeoutMs: config.socketTimeoutMs,
+    dataDoneTimeoutMs: config.dataDoneTimeoutMs,
     log,
   });
   const unobserveSmtp = observeSmtpConnections(services, () => smtp.openConnections());
@@ -159,7 +180,8 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
       return localOutcome('failed', 'SUPPRESSED', `${written} is ${why} (${suppression.suppression_state})`, started);
     }
 
-    // A sandbox project (docs/sandbox.md): no routing, and the sandbox adapter answers instead of SMTP.
+    // A message accepted in sandbox mode (its own, not the project's setting now; docs/sandbox.md):
+    // no routing, and the sandbox adapter answers instead of SMTP.
     const route = context.sandbox ? null : await router.route(recipient.domain);
     if (route && route.kind !== 'route') return localOutcome(route.kind, route.resultCode, route.resultMessage, started);
 
@@ -186,32 +208,66 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     const envelope = { from, to: recipient.address, smtpUtf8: needs.smtpUtf8, eightBitMime: needs.eightBitMime };
     const sent = await smtp.sendVia(route.destinations, envelope, raw, composed.dkim, () => unit.stillHeld(t));
     // The runner records no finish for a claim it found lost: the new holder sends it.
-    if (sent.fenced) return localOutcome('deferred', 'CLAIM_LOST', 'not sent: this process no longer held the transmission (presumed dead, or its lease ran out)', started);
+    if (sent.fenced) return localOutcome('deferred', 'CLAIM_LOST', 'not sent: this process no longer held the transmission (stopping: given back; or presumed dead, or its lease ran out)', started);
     return replyOutcome(sent, sent.host || null, started, sent.tls ?? null, false);
   }
 
+  /** What the event of a delivery attempt says of its message. */
+  function eventMessage(context: MessageContext): EventMessage {
+    return {
+      id: context.id,
+      uid: context.uid,
+      uniqueId: context.uniqueId,
+      projectUid: context.projectUid,
+      accountId: context.accountId,
+      recipientOverride: context.payload.recipientOverride,
+      sendAt: context.payload.sendAt,
+      sandbox: context.sandbox,
+    };
+  }
+
+  /**
+   * crashed: what the WORKER_CRASHED failure's event says of its message, read without its payload
+   * (parsing it, or composing it, may be what killed the holders); null when the message is gone.
+   */
+  async function crashedMessage(t: ClaimedTransmission): Promise<EventMessage | null> {
+    const row = await readMessageSubject(store.db, t.message_id);
+    if (!row) return null;
+    return {
+      id: Number(row.id),
+      uid: row.uid,
+      uniqueId: row.unique_id,
+      projectUid: row.project_uid,
+      accountId: Number(row.account_id),
+      recipientOverride: null,
+      sendAt: null,
+      sandbox: row.sandbox === 1,
+    };
+  }
+
   /** decide: the new state, the event and the attempt, from the outcome (pure but for the clock). */
-  function decide(t: ClaimedTransmission, context: MessageContext | undefined, outcome: DeliveryOutcome, startedAt: number): DeliveryFinish {
+  function decide(t: ClaimedTransmission, message: EventMessage | null, outcome: DeliveryOutcome, startedAt: number): DeliveryFinish {
     const now = clock.now();
-    // The retry deadline counts from acceptance, or from send_at for a scheduled message.
-    const decided = decideTransmissionOutcome(policy, outcome, { createdAt: Math.max(t.created_at, context?.payload.sendAt ?? 0), attemptsBefore: t.attempts }, now);
+    // The retry deadline and the delivery latency count from when the copy was due to be sent first:
+    // acceptance, or send_at for a scheduled message.
+    const dueAt = Math.max(t.created_at, message?.sendAt ?? 0);
+    const decided = decideTransmissionOutcome(policy, outcome, { createdAt: dueAt, attemptsBefore: t.attempts }, now);
     const { state, resultMessage, kind, eventType } = decided;
-    const address = context?.payload.recipientOverride ?? t.recipient;
+    const address = message?.recipientOverride ?? t.recipient;
     const alongside = async (trx: Tx, attempts: number): Promise<void> => {
       if (outcome.bounce) {
         await recordBounce(trx, { projectId: t.project_id, address, kind: outcome.bounce, message: `${outcome.resultCode} ${outcome.resultMessage}`, now, transmissionId: t.id });
       }
-      if (!context) return;
+      if (!message) return;
       const payload = buildEventPayload(
         {
           transmissionId: t.id,
-          messageId: context.id,
-          messageUid: context.uid,
-          uniqueId: context.uniqueId,
-          projectUid: context.projectUid,
+          messageId: message.id,
+          messageUid: message.uid,
+          uniqueId: message.uniqueId,
+          projectUid: message.projectUid,
           recipient: t.recipient,
-          globalVariables: context.payload.variables,
-          recipientVariables: t.variables,
+          sandbox: message.sandbox,
         },
         {
           kind: eventType,
@@ -227,14 +283,14 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
         },
         now,
       );
-      await recordEvent(trx, { accountId: context.accountId, projectId: t.project_id, type: eventType, payload, now });
+      await recordEvent(trx, { accountId: message.accountId, projectId: t.project_id, type: eventType, payload, now });
       // The sandbox's complaint address: the recipient reports the delivered message as spam. As
       // for a real complaint: the transmission's spammed_at (get_metrics' `spammed`), the address
       // suppressed, a `spammed` event.
       if (outcome.complaint && eventType === 'delivered') {
         await setFirstTrackingTime(trx, t.id, 'spammed_at', now);
         await recordComplaint(trx, { projectId: t.project_id, address, message: 'the recipient reported the message as spam (sandbox simulator)', now });
-        await recordEvent(trx, { accountId: context.accountId, projectId: t.project_id, type: 'spammed', payload, now });
+        await recordEvent(trx, { accountId: message.accountId, projectId: t.project_id, type: 'spammed', payload, now });
       }
     };
     return {
@@ -259,9 +315,10 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
         mxHost: outcome.host,
         durationMs: outcome.durationMs,
         attempt: t.attempts + 1,
-        acceptedAt: t.created_at,
+        dueAt,
         status: state.status,
         tls: outcome.tls ?? null,
+        sandbox: message?.sandbox === true,
       },
     };
   }
@@ -306,10 +363,13 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
       } else {
         claimed = await store.writeStatement((db) => claimDueTransmissions(db, { worker, now, leaseMs: config.leaseMs, limit }));
       }
-      if (claimed.length > 0) {
-        const batch = contexts.load(claimed);
+      // The batch's messages are read and parsed now, but not for a transmission to be failed for
+      // the deaths of its holders: reading its message may be what killed them.
+      const worked = claimed.filter((t) => t.holder_deaths < MAX_HOLDER_DEATHS);
+      if (worked.length > 0) {
+        const batch = contexts.load(worked);
         batch.catch(() => {}); // each transmission handles a failed batch read itself (load)
-        for (const t of claimed) loading.set(t.id, batch);
+        for (const t of worked) loading.set(t.id, batch);
       }
       return claimed;
     },
@@ -319,20 +379,21 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
       const { outage, signal } = unit;
       const startedAt = clock.now();
       const started = performance.now();
-      let context: MessageContext | undefined;
+      let message: EventMessage | null = null;
       let outcome: DeliveryOutcome;
       try {
         for (;;) {
           try {
             if (t.holder_deaths >= MAX_HOLDER_DEATHS) {
-              // Its event needs the message's context; if loading it is what crashed the
-              // processes (the failure itself died once more), the failure goes without an event.
-              if (t.holder_deaths === MAX_HOLDER_DEATHS) context = await load(t);
-              else loading.delete(t.id);
+              // Whichever step killed the holders (loading the message, composing it, sending it),
+              // the failure and its event need none of them: the event names what is read
+              // without the payload.
+              message = await crashedMessage(t);
               outcome = localOutcome('failed', WORKER_CRASHED, workerCrashedMessage(t.holder_deaths), started);
               break;
             }
-            context = await load(t);
+            const context = await load(t);
+            message = eventMessage(context);
             outcome = await attempt(t, context, started, unit);
             break;
           } catch (error) {
@@ -348,7 +409,7 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
         loading.delete(t.id);
         outcome = localOutcome('deferred', 'INTERNAL_ERROR', 'internal error during delivery (logged)', started);
       }
-      return decide(t, context, outcome, startedAt);
+      return decide(t, message, outcome, startedAt);
     },
 
     // ONE store.write per batch: guarded UPDATEs, a multi-row attempts INSERT, bounces and events.
@@ -376,6 +437,7 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     renew: renewHeld,
     confirm: renewHeld,
     release: (worker, ids) => store.write((trx) => releaseTransmissions(trx, worker, ids, clock.now())),
+    heldBy: (worker) => transmissionsHeldBy(store.db, worker),
     stopped() {
       loading.clear();
       suspect = null;

@@ -10,6 +10,15 @@
 // flight, costs nothing but time: those messages are signed on the event loop instead, and the next
 // signature starts a new thread. Large messages (sent in parts, delivery/smtp-client.ts) are signed
 // as streams on the event loop, never copied whole.
+//
+// Signing never throws past its caller: every failure is a rejected promise (DkimSigningError), which
+// delivery records as a failed attempt and retries (docs/delivery.md, "DKIM"). Nodemailer's signer
+// throws from inside its own stream events, where no caller can catch it, when a message has no
+// empty line after its header section (it writes a header it never found): such a message is
+// refused here before the signer sees it. A key crypto cannot sign with makes Nodemailer write the
+// message without a signature: that too is a failure here, never mail sent unsigned. A thread that
+// dies of an uncaught exception fails the signatures it held (they are not retried on the event
+// loop, where the same exception would end the process).
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
@@ -48,6 +57,36 @@ interface Pending {
   reject: (error: unknown) => void;
 }
 
+/** Why a message could not be signed: the attempt fails and is retried, nothing is sent. */
+export class DkimSigningError extends Error {
+  constructor(message: string) {
+    super(`DKIM signing failed: ${message}`);
+    this.name = 'DkimSigningError';
+  }
+}
+
+/**
+ * True when the message has the empty line that ends its header section as Nodemailer's signer
+ * looks for it (nodemailer/lib/dkim/message-parser.js: an LF followed by LF or by CRLF).
+ */
+export function hasHeaderEnd(message: Buffer): boolean {
+  for (let i = message.indexOf(0x0a); i !== -1 && i + 1 < message.length; i = message.indexOf(0x0a, i + 1)) {
+    if (message[i + 1] === 0x0a || (message[i + 1] === 0x0d && message[i + 2] === 0x0a)) return true;
+  }
+  return false;
+}
+
+/** The refusal of a message the signer must not be given, or null. */
+function unsignable(message: Buffer): DkimSigningError | null {
+  return hasHeaderEnd(message) ? null : new DkimSigningError('the message has no empty line after its header section');
+}
+
+/** The signed bytes, or the failure when the signer wrote the message without a signature (a key crypto refused). */
+function checkedSignature(signed: Buffer): Buffer {
+  if (signed.subarray(0, 15).toString('latin1').toLowerCase() !== 'dkim-signature:') throw new DkimSigningError('the key did not sign (no DKIM-Signature was made)');
+  return signed;
+}
+
 /** Nodemailer's signer for the key, on the calling thread. */
 export function nodemailerSigner(key: DkimKey): DKIM {
   // The key goes to crypto's sign(), which takes a KeyObject as well as PEM (Nodemailer's types say PEM).
@@ -56,7 +95,15 @@ export function nodemailerSigner(key: DkimKey): DKIM {
 
 /** Signs a message on the calling thread: Nodemailer's signer, its output gathered. */
 export async function signOnEventLoop(message: Buffer, key: DkimKey): Promise<Buffer> {
-  return Buffer.concat(await nodemailerSigner(key).sign(message).toArray());
+  const refused = unsignable(message);
+  if (refused) throw refused;
+  let chunks: Buffer[];
+  try {
+    chunks = await nodemailerSigner(key).sign(message).toArray();
+  } catch (error) {
+    throw new DkimSigningError(error instanceof Error ? error.message : String(error));
+  }
+  return checkedSignature(Buffer.concat(chunks));
 }
 
 export class DkimSigners {
@@ -70,6 +117,8 @@ export class DkimSigners {
 
   /** The message with its DKIM-Signature header, the same bytes Nodemailer's signer writes. */
   sign(message: Buffer, key: DkimKey): Promise<Buffer> {
+    const refused = unsignable(message);
+    if (refused) return Promise.reject(refused);
     if (this.closed || this.maxThreads < 1) return signOnEventLoop(message, key);
     const thread = this.leastBusy();
     const id = this.nextId++;
@@ -107,17 +156,41 @@ export class DkimSigners {
       const pending = this.pending.get(answer.id);
       if (!pending) return;
       this.pending.delete(answer.id);
-      if (answer.signed) pending.resolve(Buffer.from(answer.signed.buffer, answer.signed.byteOffset, answer.signed.byteLength));
-      else signOnEventLoop(pending.message, pending.key).then(pending.resolve, pending.reject);
+      if (answer.signed) {
+        try {
+          pending.resolve(checkedSignature(Buffer.from(answer.signed.buffer, answer.signed.byteOffset, answer.signed.byteLength)));
+        } catch (error) {
+          pending.reject(error);
+        }
+      } else signOnEventLoop(pending.message, pending.key).then(pending.resolve, pending.reject);
     });
-    const lost = () => {
+    const forget = () => {
       const at = this.threads.indexOf(thread);
       if (at !== -1) this.threads.splice(at, 1);
-      this.fallBack(thread);
     };
-    worker.on('error', lost);
-    worker.on('exit', lost);
+    // An uncaught exception in the thread: one of the messages it held made the signer throw, and
+    // the event loop would throw the same. Those signatures fail (their attempts are retried).
+    worker.on('error', (error: Error) => {
+      forget();
+      this.fail(thread, new DkimSigningError(`the signing thread failed: ${error.message}`));
+    });
+    // Ended otherwise (terminated): what it held is signed on the event loop.
+    worker.on('exit', () => {
+      forget();
+      this.fallBack(thread);
+    });
     return thread;
+  }
+
+  /** The signatures a thread held, failed with `error`. */
+  private fail(thread: Thread, error: DkimSigningError): void {
+    for (const id of thread.inFlight) {
+      const pending = this.pending.get(id);
+      if (!pending) continue;
+      this.pending.delete(id);
+      pending.reject(error);
+    }
+    thread.inFlight.clear();
   }
 
   /** The signatures a thread held, signed on the event loop instead. */

@@ -7,9 +7,20 @@
 // {{variables}}; never cached when tracking makes every transmission's HTML its own. A message
 // submitted over SMTP with tracking keeps its stored MIME cached (one decode and one DKIM key
 // lookup per message) and each transmission gets its own copy with its HTML parts rewritten.
+//
+// Content that cannot be composed with its variables (a render past the bounds of
+// docs/templates.md "Limits", a value the template cannot render, a header made invalid by a
+// substitution) fails the same way every time: that failure is kept per variant like a
+// composition, so a message to 10,000 recipients whose render exceeds the bound renders once, not
+// 10,000 times, and every copy fails with the same RENDER_FAILED (or INVALID_HEADER). With
+// tracking, where each transmission builds its own HTML, the render comes before the rewrite, so
+// the first copy of a variant is built alone and the others reuse its failure. A failure that may
+// pass (the database away while looking up the DKIM key) is not kept: the next copy tries again.
 import type { Services } from '../services.ts';
 import { parsePayload, type MessagePayload } from '../domain/message-payload.ts';
-import { mergeVariables, type Variables } from '../domain/variables.ts';
+import { HeaderValueError } from '../domain/headers.ts';
+import { mergeVariables, TemplateRenderError, type Variables } from '../domain/variables.ts';
+import { recordComposition } from '../observability/attempts.ts';
 import type { ClaimedTransmission } from '../storage/delivery-queue.ts';
 import { readMessagesForDelivery } from '../storage/messages.ts';
 import { composeMime, payloadHasVariables, type ComposedMime } from '../domain/compose-mime.ts';
@@ -31,10 +42,22 @@ export interface MessageContext {
   payload: MessagePayload;
   hasVariables: boolean;
   tracking: boolean;
-  /** the project's `sandbox` setting: the sandbox adapter stands in for SMTP (delivery/sandbox.ts) */
+  /**
+   * accepted in sandbox mode (messages.sandbox, fixed at acceptance; docs/sandbox.md): the sandbox
+   * adapter stands in for SMTP (delivery/sandbox.ts), whatever the project's setting is now
+   */
   sandbox: boolean;
-  /** composed variants: '' for the shared content, else the recipient's variables JSON */
+  /**
+   * composed variants: '' for the shared content, else the recipient's variables JSON (variantKey);
+   * a variant that cannot be composed stays here, rejected, for every copy to fail with
+   */
   variants: Map<string, Promise<ComposedVariant>>;
+  /**
+   * With tracking (each transmission's HTML its own): the first build of each variant, settled:
+   * rejected with its failure when the content cannot be composed, so the other copies fail
+   * without rendering; fulfilled (they build their own) otherwise
+   */
+  tracked: Map<string, Promise<void>>;
   bytes: number;
 }
 
@@ -84,8 +107,9 @@ export class MessageContexts {
           payload,
           hasVariables: payloadHasVariables(payload),
           tracking: this.trackingApplies(payload, row.settings),
-          sandbox: projectSetting(row.settings, 'sandbox') === true,
+          sandbox: Number(row.sandbox) === 1,
           variants: new Map(),
+          tracked: new Map(),
           bytes: row.payload.length,
         };
         this.remember(context);
@@ -103,7 +127,7 @@ export class MessageContexts {
       const signingKey = trackingSigningKey(this.services);
       const track = (html: string) => applyTracking(html, target, signingKey);
       // Composed content: the HTML is rewritten before it is encoded, one build per transmission.
-      if (context.payload.html) return this.build(context, variables, track);
+      if (context.payload.html) return this.buildTracked(context, variantKey(context, t), variables, track);
       // Submitted over SMTP (docs/smtp-submission.md): the stored MIME is shared and cached as for
       // any message; this transmission's copy has its text/html parts rewritten, the rest byte
       // for byte. DKIM signs the copy as sent (smtp-client.ts), after this.
@@ -120,12 +144,13 @@ export class MessageContexts {
 
   /** The composition every transmission with the same content shares, cached. */
   private shared(context: MessageContext, t: ClaimedTransmission, variables: Variables): Promise<ComposedVariant> {
-    const key = context.hasVariables ? (t.variables ?? '') : '';
+    const key = variantKey(context, t);
     let variant = context.variants.get(key);
     if (!variant) {
       variant = this.build(context, variables);
       context.variants.set(key, variant);
-      // A failed build is not cached: the next transmission tries again.
+      // Content that cannot be composed stays cached, failed (every copy fails alike); any other
+      // failure is not: the next transmission tries again.
       variant.then(
         (v) => {
           context.bytes += v.mime.length;
@@ -134,10 +159,35 @@ export class MessageContexts {
             this.evict();
           }
         },
-        () => context.variants.delete(key),
+        (error) => {
+          if (!cannotBeComposed(error)) context.variants.delete(key);
+        },
       );
     }
     return variant;
+  }
+
+  /**
+   * A tracked transmission's own build. The first copy of a variant builds first and alone; the
+   * others wait for it, then fail with its failure if its content could not be composed (the
+   * render, before the tracking rewrite, is the same for them: nothing is rendered again), or
+   * build their own.
+   */
+  private buildTracked(context: MessageContext, key: string, variables: Variables, track: (html: string) => string): Promise<ComposedVariant> {
+    const first = context.tracked.get(key);
+    if (first) return first.then(() => this.build(context, variables, track));
+    const built = this.build(context, variables, track);
+    const settled = built.then(
+      () => undefined,
+      (error) => {
+        if (cannotBeComposed(error)) throw error;
+        // It may pass next time: the next copy builds first again.
+        context.tracked.delete(key);
+      },
+    );
+    settled.catch(() => {}); // its failure is each waiting copy's to handle
+    context.tracked.set(key, settled);
+    return built;
   }
 
   /** Global variables overridden by the recipient's own. */
@@ -156,7 +206,14 @@ export class MessageContexts {
 
   private async build(context: MessageContext, variables: Variables, transformHtml?: (html: string) => string): Promise<ComposedVariant> {
     // The Date header: acceptance, or the send_at of a scheduled message (docs/api/send-message.md).
-    const composed = await composeMime(context.payload, variables, { date: new Date(context.payload.sendAt ?? context.createdAt), transformHtml });
+    let composed;
+    try {
+      composed = await composeMime(context.payload, variables, { date: new Date(context.payload.sendAt ?? context.createdAt), transformHtml });
+    } catch (error) {
+      if (cannotBeComposed(error)) recordComposition(this.services, 'failed');
+      throw error;
+    }
+    recordComposition(this.services, 'composed');
     const dkim = composed.fromAddress ? await findDkimKey(this.services, context.accountId, composed.fromAddress) : null;
     return withFields(composed, { dkim, needs: messageExtensionNeeds(composed.mime) });
   }
@@ -195,11 +252,16 @@ export class MessageContexts {
   }
 }
 
-/** One key of a project's settings JSON (operations/projects.ts declares them); undefined when unreadable. */
-function projectSetting(settingsJson: string, key: string): unknown {
-  try {
-    return (JSON.parse(settingsJson) as Record<string, unknown>)[key];
-  } catch {
-    return undefined;
-  }
+/** The variant a transmission's content is: '' for content without {{variables}}, else its own variables as stored. */
+function variantKey(context: MessageContext, t: ClaimedTransmission): string {
+  return context.hasVariables ? (t.variables ?? '') : '';
+}
+
+/**
+ * Whether a composition failed for its content and variables, the same way every time: a render
+ * that cannot be done or passes the bounds (TemplateRenderError, docs/templates.md "Limits"), or a
+ * header value made invalid by a substitution (HeaderValueError). Anything else may pass later.
+ */
+function cannotBeComposed(error: unknown): boolean {
+  return error instanceof TemplateRenderError || error instanceof HeaderValueError;
 }

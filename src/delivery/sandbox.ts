@@ -1,5 +1,5 @@
-// The sandbox adapter: stands in for the SMTP step for a project whose `sandbox` setting is on
-// (docs/sandbox.md). Nothing leaves the machine: no DNS, no connection. Everything else of a
+// The sandbox adapter: stands in for the SMTP step for a message accepted in sandbox mode (its
+// project's `sandbox` setting when it was accepted, messages.sandbox; docs/sandbox.md). Nothing leaves the machine: no DNS, no connection. Everything else of a
 // delivery happens as for a real send (suppression check, composition, the attempt row, the state,
 // bounces, events, webhooks), because the adapter answers with the same SmtpExchange the SMTP
 // client reduces a session to, classified by the same policy (domain/classify-smtp-reply.ts).

@@ -29,6 +29,7 @@ import { DkimSigners, nodemailerSigner } from './dkim-signing.ts';
 import type { Destination } from './routes.ts';
 import { installSmtpPipelining, NO_8BITMIME, NO_SMTPUTF8 } from './smtp-pipelining.ts';
 import { withFields } from '../domain/objects.ts';
+import { maskAddresses } from '../domain/mask-addresses.ts';
 
 export const MESSAGES_PER_CONNECTION = 1000;
 const POOL_IDLE_MS = 60_000;
@@ -38,8 +39,9 @@ const TLS_BROKEN_MS = 3_600_000;
 /** The delivery settings of the configuration (documented there), and a logger. */
 export type SmtpClientOptions = Pick<
   Config,
-  'ehloName' | 'requireTls' | 'maxConnectionsPerDestination' | 'maxConnections' | 'connectTimeoutMs' | 'greetingTimeoutMs' | 'socketTimeoutMs'
-> & { log: Logger };
+  'ehloName' | 'requireTls' | 'maxConnectionsPerDestination' | 'maxConnections' | 'connectTimeoutMs' | 'greetingTimeoutMs' | 'socketTimeoutMs' | 'dataDoneTimeoutMs'
+> &
+  Partial<Pick<Config, 'logAddresses'>> & { log: Logger };
 
 export interface Envelope {
   from: string;
@@ -108,6 +110,8 @@ export class SmtpClient {
   private closed = false;
   /** SMTP connections open now, every destination together (posthorn_smtp_connections_open) */
   private open = 0;
+  /** their sockets (the TCP connections under any TLS) */
+  private readonly sockets = new Set<net.Socket>();
   private readonly signers = new DkimSigners();
 
   constructor(private readonly opts: SmtpClientOptions) {
@@ -143,7 +147,7 @@ export class SmtpClient {
     if (mayFallBack && brokenUntil !== undefined && brokenUntil > Date.now()) return this.sendOnce(destination, envelope, raw, dkim, true, mayStart);
     const result = await this.sendOnce(destination, envelope, raw, dkim, false, mayStart);
     if (result.failure === 'tls' && mayFallBack) {
-      this.opts.log.info({ host: destination.name, reason: result.text }, 'STARTTLS failed; sending without TLS');
+      this.opts.log.info({ host: destination.name, reason: this.opts.logAddresses ? result.text : maskAddresses(result.text ?? '') }, 'STARTTLS failed; sending without TLS');
       this.tlsBroken.set(key, Date.now() + TLS_BROKEN_MS);
       return this.sendOnce(destination, envelope, raw, dkim, true, mayStart);
     }
@@ -207,6 +211,8 @@ export class SmtpClient {
       connectionTimeout: this.opts.connectTimeoutMs,
       greetingTimeout: this.opts.greetingTimeoutMs,
       socketTimeout: this.opts.socketTimeoutMs,
+      // The reply to the end of the message waits this long instead (smtp-pipelining.ts).
+      posthornDataDoneTimeout: this.opts.dataDoneTimeoutMs,
       disableFileAccess: true,
       disableUrlAccess: true,
       // Nagle's algorithm off (see connectWithoutNagle): ~45 ms per message otherwise.
@@ -236,16 +242,27 @@ export class SmtpClient {
 
   private countOpen(socket: net.Socket): void {
     this.open++;
-    socket.once('close', () => this.open--);
+    this.sockets.add(socket);
+    socket.once('close', () => {
+      this.open--;
+      this.sockets.delete(socket);
+    });
   }
 
-  /** Closes every pool (connections finishing a message close after it). */
+  /**
+   * Closes every pool; connections still in a transaction are cut. It is called when a stop's grace
+   * is over (workers/lease-runner.ts): what is still in flight then has been given back, and an
+   * SMTP conversation left open would keep the process alive until its timeout (up to
+   * --data-done-timeout-ms). Its sends end at once (CONNECTION_LOST), recorded by no one.
+   */
   close(): void {
     this.closed = true;
     void this.signers.close();
     clearInterval(this.sweeper);
+    // Idle connections are ended by their pools; the rest are in a transaction.
     for (const pool of this.pools.values()) pool.transport.close();
     this.pools.clear();
+    for (const socket of this.sockets) if (!socket.writableEnded) socket.destroy();
   }
 }
 
@@ -380,6 +397,17 @@ interface NodemailerError {
   response?: string;
   responseCode?: number;
   message?: string;
+  /** smtp-pipelining.ts: the transaction's stage a reply was awaited for when the socket failed */
+  posthornStage?: SmtpStage;
+  /** ... and the whole message had been sent (its final reply was awaited) */
+  posthornDataDone?: boolean;
+}
+
+/** What a timeout waited for, by the stage it ended at. */
+function awaited(stage: SmtpStage, dataDone: boolean): string {
+  if (stage === 'connect') return 'the connection or the greeting';
+  if (stage === 'message') return dataDone ? 'the reply to the end of the message data' : 'the message data to be taken';
+  return `the reply to ${stage === 'mail' ? 'MAIL FROM' : stage === 'rcpt' ? 'RCPT TO' : stage.toUpperCase()}`;
 }
 
 /** What a Nodemailer error says happened, as a value. */
@@ -390,6 +418,9 @@ export function exchangeFromError(error: unknown): SmtpExchange {
   if (e.command === 'DATA') stage = e.code === 'EMESSAGE' ? 'message' : 'data';
   else if (e.command?.startsWith('AUTH')) stage = 'auth';
   else if (e.command === 'API' || e.command === undefined) stage = e.code === 'EMESSAGE' ? 'message' : 'connect';
+  // A failure of the socket itself (a timeout, a close) in the middle of a transaction: Nodemailer
+  // names the connection, smtp-pipelining.ts the stage.
+  if (e.command === 'CONN' && e.posthornStage) stage = e.posthornStage;
   // TLS first: a refused STARTTLS comes with the server's reply, but it is a TLS matter (the server
   // cannot do what --require-tls demands), not a rejection of the message.
   if (e.code === 'ETLS') {
@@ -400,7 +431,7 @@ export function exchangeFromError(error: unknown): SmtpExchange {
   if (typeof e.responseCode === 'number' && e.responseCode >= 200 && e.response) {
     const reply = splitReply(e.response);
     // A reply to the connection itself is the greeting.
-    if (e.command === 'CONN') stage = 'greeting';
+    if (e.command === 'CONN' && !e.posthornStage) stage = 'greeting';
     return { code: e.responseCode, text: reply.text || message, stage };
   }
   // Refused before MAIL FROM: the server lacks an extension the message needs (smtp-pipelining.ts).
@@ -408,8 +439,7 @@ export function exchangeFromError(error: unknown): SmtpExchange {
   if (missing) return { code: null, text: message, stage: 'mail', failure: missing };
   const text = `${message}`.replace(/^Error: /, '');
   if (e.code === 'ETIMEDOUT' || /timeout|timed out/i.test(message)) {
-    const waitingFor = stage === 'connect' ? 'the connection or the greeting' : `the reply to ${stage.toUpperCase()}`;
-    return { code: null, text: `timed out waiting for ${waitingFor} (${text})`, stage, failure: 'timeout' };
+    return { code: null, text: `timed out waiting for ${awaited(stage, e.posthornDataDone === true)} (${text})`, stage, failure: 'timeout' };
   }
   if (/ECONNREFUSED/.test(message)) return { code: null, text, stage: 'connect', failure: 'refused' };
   if (/EHOSTUNREACH|ENETUNREACH|EADDRNOTAVAIL/.test(message)) return { code: null, text, stage: 'connect', failure: 'unreachable' };

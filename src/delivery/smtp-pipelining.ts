@@ -26,19 +26,42 @@
 // Reply handling follows RFC 2920 3.1: each reply is matched to its command in order; when MAIL or
 // RCPT failed, the DATA reply is a 503/554 and the failure reported is the first one. A server that
 // (against the RFC) answers 354 to DATA after a failed RCPT gets an empty message terminated at
-// once, which it must reject for lack of recipients.
+// once, which it must reject for lack of recipients. A server that fails MAIL or RCPT and then
+// closes the connection (`421 4.3.2 Service shutting down`) never answers the rest: its reply is
+// what is reported, not the close (or a timeout) that follows it.
+//
+// For the same connections, the stage of the transaction a reply is awaited for (MAIL, RCPT, DATA,
+// the message) is noted, so that a timeout or a close names it (smtp-client.ts reads
+// `posthornStage` on the error; Nodemailer reports every socket event as the connection's), and
+// once the whole message is written, the reply to its end gets its own timeout, the
+// connection's `posthornDataDoneTimeout` (RFC 5321 4.5.3.2.6 "data termination": 10 minutes;
+// Postfix's smtp_data_done_timeout), instead of the socket's inactivity timeout: a server that
+// takes longer than that to answer the final dot already has the message, and giving up on it
+// sends it again (docs/delivery.md, "SMTP").
 import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 
+/** The transaction's stages a reply is awaited for (domain/classify-smtp-reply.ts names them). */
+type TransactionStage = 'mail' | 'rcpt' | 'data' | 'message';
+
 interface PipelinedConnection {
-  options: { posthornPipelining?: boolean; lmtp?: boolean; debug?: boolean };
+  options: { posthornPipelining?: boolean; posthornDataDoneTimeout?: number; socketTimeout?: number; lmtp?: boolean; debug?: boolean };
   /** set by send(): the message being sent is a Buffer (written by DirectData) */
   _posthornBytes?: boolean;
+  /** the stage whose reply is awaited, while a transaction is under way */
+  _posthornStage?: TransactionStage | null;
+  /** the whole message is written; its final reply is awaited under the data-done timeout */
+  _posthornDataDone?: boolean;
+  /** a pipelined MAIL or RCPT failure not reported yet (it is, with the DATA reply) */
+  _posthornFailure?: (Error & { code?: string; command?: string }) | null;
+  _destroyed?: boolean;
   _actionSMTPStream(str: string, callback: unknown): void;
   _supportedExtensions: string[];
   _responseActions: Array<(str: string) => void>;
+  _responseQueue: string[];
+  _processResponse(): void;
   _envelope: { to: string[]; rcptQueue: string[]; accepted: string[]; rejected: string[]; rejectedErrors: unknown[]; dsn?: unknown };
   _recipientQueue: string[];
-  _socket: { cork(): void; uncork(): void; write(data: string | Buffer): boolean };
+  _socket: { cork(): void; uncork(): void; write(data: string | Buffer, callback?: () => void): boolean; setTimeout(ms: number): unknown };
   _ehloLines?: string[];
   _sendCommand(str: string): void;
   _formatError(message: string, type: string, response: string | false, command: string): Error & { recipient?: string; rejected?: string[]; rejectedErrors?: unknown[] };
@@ -75,12 +98,14 @@ export function installSmtpPipelining(): void {
   // the socket corked until it ends, so that its bytes and the terminator, written separately,
   // still leave in one writev.
   proto._createSendStream = function corkedSendStream(this: PipelinedConnection, callback: unknown): NodeJS.ReadWriteStream {
+    if (this.options.posthornPipelining) this._posthornStage = 'message';
     if (this.options.posthornPipelining && this._posthornBytes && !this.options.lmtp && !this.options.debug) {
       this._responseActions.push((str: string) => this._actionSMTPStream(str, callback));
-      return new DirectData(this._socket) as unknown as NodeJS.ReadWriteStream;
+      return new DirectData(this._socket, () => awaitDataDone(this)) as unknown as NodeJS.ReadWriteStream;
     }
     const stream = originalSendStream.call(this, callback);
     if (!this.options.posthornPipelining) return stream;
+    stream.once('end', () => awaitDataDone(this));
     const socket = this._socket as PipelinedConnection['_socket'] & { writableLength: number; writableHighWaterMark: number };
     socket.cork();
     let corked = true;
@@ -109,11 +134,55 @@ export function installSmtpPipelining(): void {
   // Whether the session used TLS (implicit or after STARTTLS) is the connection's `secure` at the
   // end of the transaction: it is handed on with the result, or the error, for the attempt row
   // (smtp-client.ts, `tls`).
+  // The reply to the end of the message ends the data-done wait: the socket's inactivity timeout
+  // again, for the next message or while the connection idles in its pool.
+  const originalSmtpStream = proto._actionSMTPStream as (this: PipelinedConnection, str: string, callback: unknown) => void;
+  proto._actionSMTPStream = function endOfDataReply(this: PipelinedConnection, str: string, callback: unknown): void {
+    if (this.options.posthornPipelining) endTransaction(this);
+    return originalSmtpStream.call(this, str, callback);
+  };
+  // Without PIPELINING (or on the way to it) Nodemailer sends each command once the previous one
+  // was answered: the last command sent is the one whose reply is awaited.
+  const originalSendCommand = proto._sendCommand as (this: PipelinedConnection, str: string, logStr?: string) => void;
+  proto._sendCommand = function sendCommandNotingStage(this: PipelinedConnection, str: string, logStr?: string): void {
+    if (this._posthornStage) {
+      if (str.startsWith('RCPT TO:')) this._posthornStage = 'rcpt';
+      else if (str === 'DATA') this._posthornStage = 'data';
+    }
+    return originalSendCommand.call(this, str, logStr);
+  };
+  // Nodemailer reports every event of the socket (a timeout, a close, a socket error) as the
+  // connection's ('CONN'), whatever was awaited: the stage is added, and a pipelined failure
+  // already answered wins over the close or timeout that followed it.
+  const originalOnError = proto._onError as (this: PipelinedConnection, err: unknown, type: string, data: unknown, command: string) => void;
+  proto._onError = function onErrorWithStage(this: PipelinedConnection, err: unknown, type: string, data: unknown, command: string): void {
+    if (!this.options?.posthornPipelining || this._destroyed) return originalOnError.call(this, err, type, data, command);
+    if (command === 'CONN' && this._posthornStage) {
+      // Replies that came in with the close and wait for their turn (Nodemailer handles one per
+      // turn of the event loop) are the server's answer: handled first.
+      while (this._responseQueue.length > 0 && this._posthornStage && !this._destroyed) this._processResponse();
+      if (this._destroyed) return;
+    }
+    const answered = this._posthornFailure;
+    if (answered) {
+      this._posthornFailure = null;
+      return originalOnError.call(this, answered, answered.code ?? type, false, answered.command ?? command);
+    }
+    const stage = this._posthornStage;
+    if (!stage || command !== 'CONN') return originalOnError.call(this, err, type, data, command);
+    const error = this._formatError(err as string, type, typeof data === 'string' ? data : false, command);
+    Object.assign(error, { posthornStage: stage, posthornDataDone: this._posthornDataDone === true });
+    return originalOnError.call(this, error, type, false, command);
+  };
   const originalSend = proto.send as (this: PipelinedConnection & { secure?: boolean }, envelope: unknown, message: unknown, callback: EnvelopeCallback) => void;
   proto.send = function sendNotingTls(this: PipelinedConnection & { secure?: boolean }, envelope: unknown, message: unknown, callback: EnvelopeCallback): void {
     if (!this.options.posthornPipelining) return originalSend.call(this, envelope, message, callback);
     this._posthornBytes = Buffer.isBuffer(message);
+    this._posthornStage = 'mail';
+    this._posthornDataDone = false;
+    this._posthornFailure = null;
     return originalSend.call(this, envelope, message, (err: Error | null, info?: unknown) => {
+      endTransaction(this);
       const tls = Boolean(this.secure);
       if (err) Object.assign(err, { posthornTls: tls });
       else if (info && typeof info === 'object') Object.assign(info, { posthornTls: tls });
@@ -179,6 +248,33 @@ function withSmtpUtf8(conn: PipelinedConnection, envelope: NeedsOfEnvelope, run:
   }
 }
 
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * Once everything written so far has left (the message and its final dot), the reply to the
+ * message's end is awaited under the data-done timeout instead of the socket's (RFC 5321
+ * 4.5.3.2.6; the header comment).
+ */
+function awaitDataDone(conn: PipelinedConnection): void {
+  const socket = conn._socket;
+  const timeoutMs = conn.options.posthornDataDoneTimeout;
+  socket.write(EMPTY, () => {
+    if (conn._posthornStage !== 'message' || conn._destroyed || conn._socket !== socket) return;
+    conn._posthornDataDone = true;
+    if (timeoutMs) socket.setTimeout(timeoutMs);
+  });
+}
+
+/** The transaction is answered (or over): no stage awaited, the socket's own timeout again. */
+function endTransaction(conn: PipelinedConnection): void {
+  conn._posthornStage = null;
+  conn._posthornFailure = null;
+  if (conn._posthornDataDone) {
+    conn._posthornDataDone = false;
+    if (conn.options.socketTimeout) conn._socket.setTimeout(conn.options.socketTimeout);
+  }
+}
+
 function pipelineRest(conn: PipelinedConnection, callback: EnvelopeCallback): void {
   const envelope = conn._envelope;
   const recipient = envelope.rcptQueue.shift()!;
@@ -186,10 +282,12 @@ function pipelineRest(conn: PipelinedConnection, callback: EnvelopeCallback): vo
   let failure: ReturnType<PipelinedConnection['_formatError']> | null = null;
 
   conn._responseActions[conn._responseActions.length - 1] = (str: string) => {
-    if (str.charAt(0) !== '2') failure = conn._formatError('Mail command failed', 'EENVELOPE', str, 'MAIL FROM');
+    conn._posthornStage = 'rcpt';
+    if (str.charAt(0) !== '2') conn._posthornFailure = failure = conn._formatError('Mail command failed', 'EENVELOPE', str, 'MAIL FROM');
   };
 
   conn._responseActions.push((str: string) => {
+    conn._posthornStage = 'data';
     conn._recipientQueue.shift();
     if (str.charAt(0) === '2') {
       envelope.accepted.push(recipient);
@@ -200,7 +298,7 @@ function pipelineRest(conn: PipelinedConnection, callback: EnvelopeCallback): vo
     err.recipient = recipient;
     envelope.rejectedErrors.push(err);
     if (!failure) {
-      failure = conn._formatError("Can't send mail - all recipients were rejected", 'EENVELOPE', str, 'RCPT TO');
+      conn._posthornFailure = failure = conn._formatError("Can't send mail - all recipients were rejected", 'EENVELOPE', str, 'RCPT TO');
       failure.rejected = envelope.rejected;
       failure.rejectedErrors = envelope.rejectedErrors;
     }
@@ -209,6 +307,7 @@ function pipelineRest(conn: PipelinedConnection, callback: EnvelopeCallback): vo
 
   conn._responseActions.push((str: string) => {
     const dataAccepted = /^[23]/.test(str);
+    conn._posthornFailure = null;
     if (failure) {
       if (str.charAt(0) === '3') {
         // 354 despite a failed MAIL/RCPT: end the data phase at once and ignore the reply.
@@ -223,6 +322,8 @@ function pipelineRest(conn: PipelinedConnection, callback: EnvelopeCallback): vo
     callback(null, info);
   });
   conn._sendCommand('DATA');
+  // All three went out in one write: the first reply awaited is MAIL's.
+  conn._posthornStage = 'mail';
 }
 
 const TERMINATOR_AFTER_LF = Buffer.from('.\r\n');
@@ -268,7 +369,11 @@ export function smtpDataPieces(message: Buffer): Buffer[] {
 class DirectData {
   outByteCount = 0;
   private readonly chunks: Buffer[] = [];
-  constructor(private readonly socket: PipelinedConnection['_socket']) {}
+  constructor(
+    private readonly socket: PipelinedConnection['_socket'],
+    /** after the last piece is written */
+    private readonly written: () => void,
+  ) {}
   write(chunk: Buffer | string): boolean {
     this.chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
     return true;
@@ -282,5 +387,6 @@ class DirectData {
       socket.write(piece);
     }
     socket.uncork();
+    this.written();
   }
 }

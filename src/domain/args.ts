@@ -8,6 +8,71 @@ import { ApiError, callError } from './errors.ts';
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
 
+/**
+ * How some numbers of a request body were written, where JSON.parse's value does not say it
+ * (docs/api/README.md, "Numbers"): a whole number beyond 2^53 written in digits (the body keeps
+ * it as its digit string, so free-form data such as variables keeps every digit), or a whole
+ * number written with a fraction or an exponent (1e3, 1.0). Keyed by the object or array that
+ * holds the value and the key or index there; the body reader (http/api/body.ts) notes them, and
+ * Args.int refuses both forms, naming the field. A WeakMap: nothing to free, no extra key in the
+ * values themselves.
+ */
+const NUMBER_SPELLINGS = new WeakMap<object, Map<string, string>>();
+
+/** Notes that `container[key]` was written as `text` in the request body. */
+export function noteNumberSpelling(container: object, key: string | number, text: string): void {
+  let spellings = NUMBER_SPELLINGS.get(container);
+  if (!spellings) NUMBER_SPELLINGS.set(container, (spellings = new Map()));
+  spellings.set(String(key), text);
+}
+
+/** The text `container[key]` was written as, when it is one of the forms noted above; else undefined. */
+export function numberSpellingOf(container: object, key: string | number): string | undefined {
+  return NUMBER_SPELLINGS.get(container)?.get(String(key));
+}
+
+/** The whole numbers a number argument may hold: up to 2^53 - 1 either way (beyond, doubles round them). */
+const SAFE_WORDS = `between ${-Number.MAX_SAFE_INTEGER} and ${Number.MAX_SAFE_INTEGER}`;
+
+/**
+ * Why a whole-number argument written as `text` is refused, or null: beyond 2^53 it cannot be
+ * held without rounding; a fraction or exponent (1e3, 1.0) is not how a whole number is written.
+ */
+export function wholeNumberSpellingProblem(text: string): string | null {
+  if (/^-?\d+$/.test(text)) return Number.isSafeInteger(Number(text)) ? null : `must be a whole number ${SAFE_WORDS}, got ${cutText(text, 40)}`;
+  return `must be a whole number written in digits, got ${cutText(text, 40)}`;
+}
+
+/** Characters (Unicode code points, as the error messages count them), not UTF-16 units or bytes. */
+export function codePointLength(text: string): number {
+  let n = text.length;
+  for (let i = 0; i < text.length - 1; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const d = text.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n--;
+        i++;
+      }
+    }
+  }
+  return n;
+}
+
+/** Whether `text` has more than `max` characters (code points); a short text is not counted. */
+export function longerThan(text: string, max: number): boolean {
+  return text.length > max && codePointLength(text) > max;
+}
+
+/**
+ * A text a client gave, for an error message: its first `max` characters, with how long it was
+ * when it was cut, so a refusal never echoes a whole hostile value back.
+ */
+export function cutText(text: string, max = 64): string {
+  if (!longerThan(text, max)) return text;
+  return `${Array.from(text.slice(0, max * 2)).slice(0, max).join('')}... (${codePointLength(text)} characters)`;
+}
+
 /** How a wrong value is named in an error: "an array", "null", "an object", a number or boolean as itself, else "a <typeof>". */
 export function describeJsonType(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
@@ -35,7 +100,7 @@ export function wrongType(field: string, expected: string, value: unknown): ApiE
  */
 export function checkName(field: string, value: string, maxChars: number): string {
   if (value.trim() === '') throw invalidArgument(field, 'must not be empty');
-  if (value.length > maxChars) throw invalidArgument(field, `must be at most ${maxChars} characters long`);
+  if (longerThan(value, maxChars)) throw invalidArgument(field, `must be at most ${maxChars} characters long`);
   if (value.includes('\0')) throw invalidArgument(field, 'must not contain the NUL character (U+0000)');
   return value;
 }
@@ -50,7 +115,7 @@ export function checkName(field: string, value: string, maxChars: number): strin
 export function checkChosenUid(field: string, value: string | undefined, maxChars: number): string | undefined {
   if (value === undefined || value === '') return undefined;
   if (value.trim() === '') throw invalidArgument(field, 'must not be blank (leave it out to have one generated)');
-  if (value.length > maxChars) throw invalidArgument(field, `must be at most ${maxChars} characters long`);
+  if (longerThan(value, maxChars)) throw invalidArgument(field, `must be at most ${maxChars} characters long`);
   if (value.includes('\0')) throw invalidArgument(field, 'must not contain the NUL character (U+0000)');
   return value;
 }
@@ -125,13 +190,17 @@ export class Args {
       if (opts.required) throw missing(this.name(field));
       return opts.default;
     }
+    const spelled = numberSpellingOf(this.raw, field);
+    if (spelled !== undefined) throw invalidArgument(this.name(field), wholeNumberSpellingProblem(spelled) ?? 'must be a whole number');
     let n: number;
     if (typeof v === 'number') n = v;
     else if (typeof v === 'string' && /^-?\d+$/.test(v.trim())) n = Number(v.trim());
     else throw wrongType(this.name(field), 'a whole number', v);
+    if (typeof v === 'string' && Number.isInteger(n) && !Number.isSafeInteger(n)) throw invalidArgument(this.name(field), wholeNumberSpellingProblem(v.trim())!);
     if (!Number.isSafeInteger(n)) throw wrongType(this.name(field), 'a whole number', v);
     if ((opts.min !== undefined && n < opts.min) || (opts.max !== undefined && n > opts.max)) {
-      throw invalidArgument(this.name(field), `must be between ${opts.min ?? '-∞'} and ${opts.max ?? '∞'}, got ${n}`);
+      const range = opts.max === undefined ? `at least ${opts.min}` : opts.min === undefined ? `at most ${opts.max}` : `between ${opts.min} and ${opts.max}`;
+      throw invalidArgument(this.name(field), `must be ${range}, got ${n}`);
     }
     return n;
   }

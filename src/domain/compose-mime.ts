@@ -28,6 +28,21 @@ export interface ComposedMime {
   fromAddress: string | null;
 }
 
+const CRLF = Buffer.from('\r\n');
+
+/**
+ * A stored message (CRLF line ends) with the empty line that ends its header section: the message
+ * as given when it has one (or starts with it), else its header fields followed by an empty line
+ * and an empty body (RFC 5322 3.5: the body is optional, the empty line before it is what ends
+ * the header section). Submission adds it at acceptance; messages stored before that get it at
+ * delivery, where the DKIM signer needs it (docs/smtp-submission.md).
+ */
+export function withHeaderEnd(mime: Buffer): Buffer {
+  if (mime.length === 0 || (mime[0] === 0x0d && mime[1] === 0x0a) || mime.includes('\r\n\r\n')) return mime;
+  const endsInCrlf = mime.length >= 2 && mime[mime.length - 2] === 0x0d && mime[mime.length - 1] === 0x0a;
+  return Buffer.concat(endsInCrlf ? [mime, CRLF] : [mime, CRLF, CRLF]);
+}
+
 /** True when any part of the content has a {{variable}}: content then differs per recipient. */
 export function payloadHasVariables(payload: MessagePayload): boolean {
   if (payload.raw !== undefined) return false;
@@ -62,7 +77,7 @@ export async function composeMime(
   // Submitted over SMTP: sent as stored, byte for byte (docs/smtp-submission.md). Nothing is
   // rendered ({{ }} in such a message is content); tracking, when it applies, rewrites each
   // transmission's copy of these bytes (delivery/message-contexts.ts, domain/rewrite-html-parts.ts).
-  if (payload.raw !== undefined) return { mime: Buffer.from(payload.raw, 'base64'), fromAddress: firstAddress(payload.from ?? undefined), addressed: true };
+  if (payload.raw !== undefined) return { mime: withHeaderEnd(Buffer.from(payload.raw, 'base64')), fromAddress: firstAddress(payload.from ?? undefined), addressed: true };
   const render = payloadRenderer(payload, variables);
   // Every rendered header value goes through the header check (domain/headers.ts): a substituted
   // variable must not bring a control character onto the wire.

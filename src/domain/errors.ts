@@ -8,14 +8,17 @@ export const API_STATUSES = {
   unauthorized: 401,
   not_found: 404,
   method_not_allowed: 405,
+  request_timeout: 408,
   invalid_json: 406,
   invalid_utf8: 406,
   call_error: 406,
   conflict: 409,
   precondition_failed: 412,
   payload_too_large: 413,
+  unsupported_media_type: 415,
   locked: 423,
   too_many_requests: 429,
+  request_header_fields_too_large: 431,
   internal_server_error: 500,
   service_unavailable: 503,
 } as const;
@@ -60,11 +63,23 @@ export const MESSAGES = {
 /**
  * The database cannot be reached or cannot take writes (connection lost, server shutting down,
  * disk full). Storage throws it with a message naming the cause; the edges answer it as a 503 and
- * the workers pause until it passes. Nothing was stored by the call that got it.
+ * the workers pause until it passes. Nothing was stored by the call that got it, unless
+ * `mayHaveWritten`: a statement that commits (a COMMIT, or a write on its own) reached the server
+ * and its answer was lost (timed out, connection cut): it may have been written.
+ *
+ * `message` is for the log: it may name the file or the server's address. `reason` is what
+ * clients and unauthenticated probes are shown (the 503 body, /readyz): the kind of the cause
+ * (unreachable and why: refused, timeout; read-only; disk full; locked) and no host, port or path
+ * (docs/operations.md, "When the database is away").
  */
 export class StoreUnavailableError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
+  readonly reason: string;
+  readonly mayHaveWritten: boolean;
+
+  constructor(message: string, options?: { cause?: unknown; reason?: string; mayHaveWritten?: boolean }) {
     super(message, options);
     this.name = 'StoreUnavailableError';
+    this.reason = options?.reason ?? 'database unavailable';
+    this.mayHaveWritten = options?.mayHaveWritten ?? false;
   }
 }

@@ -1,8 +1,15 @@
 // What Posthorn reports about a transmission, defined once (docs/webhooks.md, "Events"): every
 // event kind as a JSON Schema (TypeBox) and its type, and the one function that builds the payload
 // an event row stores. Producers (delivery, bounces, cancellation, tracking, the sandbox) pass what
-// they know to buildEventPayload and never assemble a payload by hand; the webhook dispatcher adds
-// the envelope fields (event, event_id, project_uid, occurred_at) when it posts one.
+// they know to buildEventPayload and never assemble a payload by hand; the fan-out adds the envelope
+// fields (event, event_id, project_uid, occurred_at), and the dispatcher the `variables` when it
+// posts one.
+//
+// An event row stores no variables: the message row holds the global ones once and each
+// transmission its own, and the body's `variables` (the two merged, eventVariables) are added when
+// a request is posted (webhooks/dispatch-outbound.ts). A copy per event would cost recipients x
+// variables in storage and in the transaction that writes the events (docs/webhooks.md, "How it
+// works"). Rows written before that still hold `variables`, and are posted with them.
 //
 // EVENT_SCHEMAS describes the body an endpoint receives, per kind; the OpenAPI document lists them
 // under `webhooks`, and test/domain/events.test.ts checks every kind that a real flow produces
@@ -44,6 +51,7 @@ const subjectFields = {
   unique_id: Type.String({ description: 'the Message-ID without brackets' }),
   recipient: Type.String({ description: 'the recipient as given to send_message' }),
   variables: Type.Record(Type.String(), Type.Unknown(), { description: "the message's global variables with the recipient's own over them" }),
+  sandbox: Type.Optional(Type.Literal(true, { description: 'the message was accepted in sandbox mode: nothing was sent (docs/sandbox.md); absent for real mail' })),
 };
 
 const outcomeFields = {
@@ -89,8 +97,8 @@ export const EVENT_SCHEMAS = {
 /** The body an endpoint receives for one kind of event. */
 export type EventBody<K extends EventKind = EventKind> = Static<(typeof EVENT_SCHEMAS)[K]>;
 
-/** What an event row stores: the body without the fields the dispatcher adds when it posts. */
-export type EventPayload<K extends EventKind = EventKind> = K extends EventKind ? Omit<EventBody<K>, 'event' | 'event_id'> : never;
+/** What an event row stores: the body without the envelope the fan-out adds and the variables the dispatcher adds. */
+export type EventPayload<K extends EventKind = EventKind> = K extends EventKind ? Omit<EventBody<K>, 'event' | 'event_id' | 'variables'> : never;
 
 // ---------------------------------------------------------------------------------------------
 // The one builder
@@ -103,10 +111,8 @@ export interface EventSubject {
   uniqueId: string;
   projectUid: string | null;
   recipient: string;
-  /** the message's global variables (the accepted payload's `variables`) */
-  globalVariables: Variables | null | undefined;
-  /** the recipient's own variables: as stored (JSON text) or parsed */
-  recipientVariables: Variables | string | null | undefined;
+  /** the message was accepted in sandbox mode (messages.sandbox): the payload says `sandbox: true` */
+  sandbox?: boolean;
 }
 
 export type TransmissionStatusName = Static<typeof TransmissionStatus>;
@@ -147,7 +153,6 @@ export function buildEventPayload(subject: EventSubject, details: EventDetails, 
     message_uid: subject.messageUid,
     unique_id: subject.uniqueId,
     recipient: subject.recipient,
-    variables: mergeVariables(subject.globalVariables ?? {}, readVariables(subject.recipientVariables)) as Record<string, unknown>,
   };
   switch (details.kind) {
     case 'opened':
@@ -173,6 +178,8 @@ export function buildEventPayload(subject: EventSubject, details: EventDetails, 
         payload.previous_status = details.bounce.previousStatus;
       }
   }
+  // Last, and only for a sandboxed message: real mail's payloads keep their shape and their bytes.
+  if (subject.sandbox === true) payload.sandbox = true;
   return payload as EventPayload;
 }
 
@@ -184,6 +191,27 @@ export function readAcceptedPayload(payloadJson: string): { globalVariables: Var
   } catch {
     return { globalVariables: null, recipientOverride: null };
   }
+}
+
+/**
+ * The `variables` of an event's body (docs/webhooks.md): the message's global variables with the
+ * recipient's own (as stored, JSON text, or parsed) over them. Absent or unreadable counts as none.
+ */
+export function eventVariables(globalVariables: Variables | null | undefined, recipientVariables: Variables | string | null | undefined): Variables {
+  return mergeVariables(globalVariables ?? {}, readVariables(recipientVariables));
+}
+
+/**
+ * A webhook body as the fan-out stored it (a JSON object without `variables`) with `variables`
+ * (their JSON text) added as its last field, where docs/webhooks.md shows it. Text is spliced, not
+ * parsed and written again: the variables may be megabytes, and one message's serve all its
+ * recipients that have none of their own.
+ */
+export function withEventVariables(bodyJson: string, variablesJson: string): string {
+  const body = bodyJson.trimEnd();
+  if (!body.startsWith('{') || !body.endsWith('}')) return bodyJson;
+  const empty = body.slice(1, -1).trim() === '';
+  return `${body.slice(0, -1)}${empty ? '' : ','}"variables":${variablesJson}}`;
 }
 
 /** A recipient's variables as stored (JSON object text) or given; anything else counts as none. */

@@ -90,8 +90,14 @@ function headerValue(name: string, value: Json, list: boolean): string {
   let text: string;
   if (typeof value === 'string') text = value;
   else if (typeof value === 'number' || typeof value === 'boolean') text = String(value);
-  else if (list && Array.isArray(value) && value.every((v) => typeof v === 'string')) text = (value as string[]).join(', ');
-  else throw callError(`header "${name}" must be a string${list ? ' or a list of addresses' : ''}, got ${describeJsonType(value)}`);
+  else if (list && Array.isArray(value)) {
+    // Each item is one address; a null is absent (as everywhere in the API), anything else that is
+    // not a string is named by its place.
+    value.forEach((v, i) => {
+      if (v !== null && typeof v !== 'string') throw callError(`header "${name}"[${i}] must be an address (a string), got ${describeJsonType(v)}`);
+    });
+    text = (value as Array<string | null>).filter((v) => v !== null).join(', ');
+  } else throw callError(`header "${name}" must be a string${list ? ' or a list of addresses' : ''}, got ${describeJsonType(value)}`);
   return checkHeaderValue(`header "${name}"`, text);
 }
 
@@ -103,13 +109,14 @@ export function parseHeaders(value: Json | undefined, field = 'arguments.headers
   for (const [name, raw] of Object.entries(value)) {
     if (!FIELD_NAME.test(name)) throw callError(`${JSON.stringify(name)} is not a valid header name (printable ASCII, no spaces or colons)`);
     const lookup = name.toLowerCase().replace(/_/g, '-');
-    const known = KNOWN[lookup];
+    // Own keys only: "constructor" or "toString" is a custom header like any other, not Object's.
+    const known = Object.hasOwn(KNOWN, lookup) ? KNOWN[lookup] : undefined;
     // reply_to and Reply-To are the same header; so are X-Tag and x-tag.
     const identity = known ? lookup : name.toLowerCase();
     const earlier = given.get(identity);
     if (earlier !== undefined) throw callError(`header "${name}" is given twice (as "${earlier}" and "${name}")`);
     given.set(identity, name);
-    if (REFUSED[lookup]) throw callError(`header "${name}" ${REFUSED[lookup]}`);
+    if (Object.hasOwn(REFUSED, lookup)) throw callError(`header "${name}" ${REFUSED[lookup]}`);
     if (raw === null) continue;
     const text = headerValue(name, raw, known?.list ?? false);
     if (known) out[known.key] = text;

@@ -12,7 +12,12 @@
 //              crash is pinned on it: the rows in flight with it count a death too, but a row
 //              reaches three only while it is the one suspect at work
 //   3 deaths   failed at its next claim with WORKER_CRASHED (an attempt row, a `failed` event),
-//              without composing or sending it
+//              without reading its message's payload, composing or sending it: the event names
+//              what is read without the payload, whichever step killed the holders
+
+// Outbound requests (webhooks and postbacks, webhooks/dispatch-outbound.ts) count the deaths of
+// their holders the same way (migration 270): from 2 a request is posted alone, at 3 it fails with
+// WORKER_CRASHED without being posted (its attempts, charged at each claim, keep counting).
 
 /** Deaths from which a transmission is worked alone (the literal 2 of migration 260's index). */
 export const SUSPECT_AFTER_DEATHS = 2;
@@ -26,4 +31,9 @@ export const WORKER_CRASHED = 'WORKER_CRASHED';
 /** The result message of that failure. */
 export function workerCrashedMessage(deaths: number): string {
   return `a delivery process died while holding this transmission ${deaths} times in a row; not tried again (a message that crashes its worker)`;
+}
+
+/** The error recorded for an outbound request failed for the deaths of its holders (after `WORKER_CRASHED: `). */
+export function workerCrashedRequestMessage(deaths: number): string {
+  return `a process died while holding this request ${deaths} times in a row; not posted again (a request that crashes its worker)`;
 }

@@ -13,7 +13,7 @@
 //   a Message-ID); a local part longer than 200 characters becomes "sha256." + the hex SHA-256 of
 //   the uid (header lines stay short).
 import { createHash } from 'node:crypto';
-import { describeJsonType, type Json } from './args.ts';
+import { describeJsonType, longerThan, type Json } from './args.ts';
 import { callError } from './errors.ts';
 
 export const MAX_UID_CHARS = 255;
@@ -30,7 +30,7 @@ export function readGivenUid(raw: Json | undefined): string | null {
   else {
     throw callError(`"uid" must be a string or a number, got ${describeJsonType(raw)}`);
   }
-  if (uid.length > MAX_UID_CHARS) {
+  if (longerThan(uid, MAX_UID_CHARS)) {
     throw callError(`"uid" must be at most ${MAX_UID_CHARS} characters long`);
   }
   return uid;

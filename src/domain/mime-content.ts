@@ -117,7 +117,7 @@ function fieldsOf(lines: HeaderLines): Record<string, string> {
     // A line that is no field (mailparser keeps it) is not shown as one.
     if (colon <= 0 || OWN_FIELDS.has(key)) continue;
     // RFC 5322 2.2.3: unfolding removes the line breaks of folded lines, nothing else.
-    const value = line.slice(colon + 1).replace(/\r?\n/g, '').trim();
+    const value = utf8Text(line.slice(colon + 1).replace(/\r?\n/g, '').trim());
     const field = fields.get(key);
     if (field) field.values.push(value);
     else fields.set(key, { name: line.slice(0, colon).trim(), values: [value] });
@@ -125,6 +125,22 @@ function fieldsOf(lines: HeaderLines): Record<string, string> {
   const out: Record<string, string> = {};
   for (const { name, values } of fields.values()) out[name] = values.join('\n');
   return out;
+}
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * A raw header value as text: mailparser gives a header line one character per byte (latin1), so
+ * raw UTF-8 (SMTPUTF8 mail, RFC 6532) reads as mojibake ("Ã±" for "ñ"). Bytes that are valid
+ * UTF-8 are read as UTF-8; others stay as mailparser read them (one character per byte).
+ */
+export function utf8Text(binary: string): string {
+  if (!/[\x80-\xff]/.test(binary) || /[^\x00-\xff]/.test(binary)) return binary;
+  try {
+    return STRICT_UTF8.decode(Buffer.from(binary, 'latin1'));
+  } catch {
+    return binary;
+  }
 }
 
 /**

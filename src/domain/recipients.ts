@@ -14,7 +14,7 @@
 // The domain is lower-cased (domains are case-insensitive); the local part is kept as given.
 import { domainToASCII } from 'node:url';
 import type { Json } from './args.ts';
-import { invalidArgument, isPlainObject, wrongType } from './args.ts';
+import { cutText, invalidArgument, isPlainObject, wrongType } from './args.ts';
 import { ApiError } from './errors.ts';
 import { parseVariableValues, type VariableValues } from './variable-values.ts';
 import { withFields } from './objects.ts';
@@ -257,9 +257,10 @@ function parseBareMailbox(text: string): AddressCheck {
 
 /**
  * Splits an address list at the commas that separate mailboxes (not those inside a quoted string,
- * a comment or angle brackets). Empty items (a trailing comma) are dropped.
+ * a comment or angle brackets). Empty items (a trailing comma) are dropped. With maxItems, it
+ * stops once it has found more than that many (the caller refuses the list).
  */
-export function splitAddressList(text: string): string[] {
+export function splitAddressList(text: string, maxItems = Infinity): string[] {
   const items: string[] = [];
   let start = 0;
   let angle = false;
@@ -272,7 +273,8 @@ export function splitAddressList(text: string): string[] {
     else if (c === '<') angle = true;
     else if (c === '>') angle = false;
     else if (c === ',' && !angle) {
-      items.push(text.slice(start, i));
+      const item = text.slice(start, i).trim();
+      if (item !== '' && items.push(item) > maxItems) return items;
       start = i + 1;
     }
   }
@@ -282,14 +284,20 @@ export function splitAddressList(text: string): string[] {
 
 /**
  * Reads the shape of `recipients` into entries, in order. Wrong types are 406 call_error naming the
- * field; addresses are not validated here (see resolveRecipients).
+ * field, and so is an item of a list that is not an address (its position named); a null item is
+ * absent, as null is everywhere in the API (docs/api/send-message.md, "Recipients"). Addresses are not validated here (see
+ * resolveRecipients). More than maxEntries entries (duplicates included) is 412 at once, before
+ * the rest is read (tooManyGiven; send-request.ts sets the bound).
  */
-export function collectRecipientEntries(value: Json | undefined, field = 'arguments.recipients'): RecipientEntry[] {
+export function collectRecipientEntries(value: Json | undefined, field = 'arguments.recipients', maxEntries = Infinity): RecipientEntry[] {
   const entries: RecipientEntry[] = [];
+  const add = (text: string, variables: VariableValues | null) => {
+    if (entries.push({ text, variables }) > maxEntries) throw tooManyGiven(field, maxEntries);
+  };
   const visit = (v: Json, name: string, depth: number): void => {
     if (v === null) return;
     if (typeof v === 'string') {
-      for (const text of splitAddressList(v)) entries.push({ text, variables: null });
+      for (const text of splitAddressList(v, maxEntries)) add(text, null);
     } else if (Array.isArray(v)) {
       if (depth >= MAX_RECIPIENT_NESTING) {
         throw invalidArgument(field, `is nested deeper than ${MAX_RECIPIENT_NESTING} arrays`);
@@ -301,7 +309,7 @@ export function collectRecipientEntries(value: Json | undefined, field = 'argume
         // A value that is not an object (a number, true, a display name string...) is a recipient
         // without variables: clients write {"a@example.com": 1} for "this address".
         const variables = isPlainObject(vars) ? parseVariableValues(vars, keyField) : null;
-        for (const text of splitAddressList(key)) entries.push({ text, variables });
+        for (const text of splitAddressList(key, maxEntries)) add(text, variables);
       }
     } else {
       throw wrongType(name, 'an address, a list of addresses or an object keyed by address', v);
@@ -335,6 +343,14 @@ export function resolveRecipients(entries: readonly RecipientEntry[], what = 're
   return out;
 }
 
+/**
+ * 412: a list of addresses longer than any message may have, refused as soon as it is seen, so a
+ * request never makes millions of entries (docs/api/send-message.md, "Limits").
+ */
+export function tooManyGiven(field: string, max: number): ApiError {
+  return new ApiError('precondition_failed', `Too many recipients: "${field}" gives more than ${max} addresses (duplicates included); a message has at most --max-recipients distinct addresses.`);
+}
+
 export function invalidAddress(what: string, text: string, reason: string): ApiError {
-  return new ApiError('precondition_failed', `Invalid ${what} address ${JSON.stringify(text)}: ${reason}.`);
+  return new ApiError('precondition_failed', `Invalid ${what} address ${JSON.stringify(cutText(text, 200))}: ${reason}.`);
 }

@@ -19,6 +19,7 @@ import {
   singleMailboxProblem,
   resolveRecipients,
   splitAddressList,
+  tooManyGiven,
   type Recipient,
   type RecipientEntry,
 } from './recipients.ts';
@@ -73,8 +74,15 @@ function readContent(value: Json | undefined, field: string): ContentLevel | nul
   return { subject: null, from: null, text: part('text/plain'), html: part('text/html'), css: part('text/css') };
 }
 
+/**
+ * How many addresses a request may give per address a message may have (--max-recipients),
+ * duplicates included: the list is refused as soon as it passes this many, before it is all read
+ * (a 20 MiB body holds millions of short addresses). No real list repeats each address ten times.
+ */
+export const GIVEN_PER_RECIPIENT = 10;
+
 /** Reads the whole request; throws 400 for missing arguments and 406 for any malformed value. */
-export function readSendRequest(args: Args, topLevel: { uid: Json | undefined; recipientOverride: Json | undefined }): SendRequest {
+export function readSendRequest(args: Args, topLevel: { uid: Json | undefined; recipientOverride: Json | undefined; maxRecipients?: number }): SendRequest {
   if (!Object.values(args.raw).some((v) => v !== null && v !== undefined)) {
     throw new ApiError('bad_request', 'Missing arguments: send_message needs "arguments" with recipients and content or a template.');
   }
@@ -84,7 +92,7 @@ export function readSendRequest(args: Args, topLevel: { uid: Json | undefined; r
   const contentField = args.has('message') ? 'message' : 'content';
   const content = readContent(args.value(contentField), `arguments.${contentField}`);
   const headers = parseHeaders(args.value('headers'));
-  const recipients = collectRecipientEntries(args.value('recipients'));
+  const recipients = collectRecipientEntries(args.value('recipients'), 'arguments.recipients', (topLevel.maxRecipients ?? Infinity) * GIVEN_PER_RECIPIENT);
   const variables = parseVariableValues(args.value('variables'), 'arguments.variables');
   const attachments = parseAttachments(args.value('attachments'));
   let recipientOverride = args.string('recipient_override') ?? null;
@@ -119,9 +127,11 @@ export interface AcceptedMessage extends MergedContent {
   recipientOverride: string | null;
 }
 
-function checkMailboxList(what: string, value: string | null): Recipient[] {
+function checkMailboxList(what: string, value: string | null, maxItems = Infinity): Recipient[] {
   if (value === null) return [];
-  return resolveRecipients(splitAddressList(value).map((text) => ({ text, variables: null })), what);
+  const items = splitAddressList(value, maxItems);
+  if (items.length > maxItems) throw tooManyGiven(`arguments.headers.${what.toLowerCase()}`, maxItems);
+  return resolveRecipients(items.map((text) => ({ text, variables: null })), what);
 }
 
 function checkSingleMailbox(what: string, value: string | null): void {
@@ -176,7 +186,8 @@ export function acceptMessage(
   // address that is already a recipient keeps its one copy.
   const copies: MessageCopy[] = [...recipients];
   const seen = new Set(recipients.map((r) => addressKey(r.address)));
-  for (const extra of [...checkMailboxList('Cc', request.headers.cc), ...checkMailboxList('Bcc', request.headers.bcc)]) {
+  const maxGiven = limits.maxRecipients * GIVEN_PER_RECIPIENT;
+  for (const extra of [...checkMailboxList('Cc', request.headers.cc, maxGiven), ...checkMailboxList('Bcc', request.headers.bcc, maxGiven)]) {
     const key = addressKey(extra.address);
     if (seen.has(key)) continue;
     seen.add(key);

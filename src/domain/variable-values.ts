@@ -31,6 +31,8 @@ export function parseVariableValues(value: Json | undefined, field: string): Var
   }
   for (const [rawName, v] of Object.entries(value)) {
     if (v === null || v === undefined) continue;
+    // Written into an object, "__proto__" would set its prototype instead (docs/api/README.md).
+    if (rawName.trim() === '__proto__') throw callError(`variable ${JSON.stringify(rawName)} in "${field}" is not accepted: "__proto__" cannot be a variable name`);
     checkDepth(v, rawName, field, 1);
     out[rawName.trim()] = v as VariableValue;
   }

@@ -48,10 +48,19 @@ export type TemplateSyntax = 'handlebars' | 'legacy';
 
 /** The helpers a template may call. Handlebars' `log` is left out: a template must not write logs. */
 const KNOWN_HELPERS = new Set(['if', 'unless', 'each', 'with', 'lookup']);
-const HELPER_ARITY: Record<string, number> = { if: 1, unless: 1, each: 1, with: 1, lookup: 2 };
+const HELPER_ARITY = new Map<string, number>([['if', 1], ['unless', 1], ['each', 1], ['with', 1], ['lookup', 2]]);
+/** Of KNOWN_HELPERS, those that take a block ({{#if a}}...{{/if}}): lookup is the one that does not. */
+const BLOCK_HELPERS = new Set(['if', 'unless', 'each', 'with']);
+/** What Handlebars registers for its own use: a bare {{name}} would call it, not read a variable. */
+const INTERNAL_HELPERS = new Set(['helperMissing', 'blockHelperMissing']);
 
 const engine = Handlebars.create();
 engine.unregisterHelper('log');
+// Handlebars writes to the console when a template reads an inherited property ({{toString}}):
+// the read renders nothing, as any missing variable does, and a template is the API caller's data,
+// which must not write to the service's output (its log is JSON lines: docs/operations.md).
+// The logger is Handlebars' one shared object; 4 is above its highest level, 'error' (3).
+Handlebars.logger.level = 4;
 
 export class TemplateSyntaxError extends Error {
   constructor(message: string) {
@@ -178,18 +187,36 @@ function checkNode(node: unknown): void {
     case 'MustacheStatement':
     case 'BlockStatement':
     case 'SubExpression': {
-      const path = n.path as Node & { original?: unknown; parts?: unknown[] };
+      const path = n.path as Node & { original?: unknown; parts?: unknown[]; data?: unknown };
       const params = (n.params as unknown[] | undefined) ?? [];
       const hash = n.hash as { pairs?: unknown[] } | undefined;
       const callsHelper = params.length > 0 || (hash?.pairs?.length ?? 0) > 0 || n.type === 'SubExpression';
       const name = path.type === 'PathExpression' ? String(path.original) : '';
+      const block = n.type === 'BlockStatement';
+      // A raw block ({{{{name}}}}...{{{{/name}}}}) passes its content to a helper of that name;
+      // there is none, so the content would vanish without a word.
+      if (block && typeof (n.openStrip as { open?: unknown } | undefined)?.open !== 'boolean') {
+        throw new TemplateSyntaxError(`raw blocks ({{{{${name}}}}}) are not supported: to write {{ as text, put a backslash before it (\\{{)`);
+      }
       if (callsHelper && path.type === 'PathExpression' && !KNOWN_HELPERS.has(name)) {
         throw new TemplateSyntaxError(`unknown helper "${name}" (the helpers are ${[...KNOWN_HELPERS].join(', ')})`);
       }
+      // A bare name that Handlebars resolves to a helper before any variable: its own internal
+      // ones are not for templates, and a helper is called the way it is made to be called.
+      const bare = path.type === 'PathExpression' && path.data === false && Array.isArray(path.parts) && path.parts.length === 1 && path.parts[0] === name;
+      if (bare && INTERNAL_HELPERS.has(name)) {
+        throw new TemplateSyntaxError(`"${name}" is the name of Handlebars' own machinery, not a helper or a variable (for a variable of that name write {{this.${name}}})`);
+      }
+      if (bare && BLOCK_HELPERS.has(name) && !block) {
+        throw new TemplateSyntaxError(`{{${name}}} is a block: write {{#${name} value}}...{{/${name}}} (for a variable of that name write {{this.${name}}})`);
+      }
+      if (bare && KNOWN_HELPERS.has(name) && !BLOCK_HELPERS.has(name) && block) {
+        throw new TemplateSyntaxError(`{{#${name}}} is not a block: write {{${name} ...}}`);
+      }
       // The helpers' own arity, checked here so that rendering never throws on it.
-      const arity = HELPER_ARITY[name];
-      if (arity !== undefined && (callsHelper || n.type === 'BlockStatement') && params.length !== arity) {
-        throw new TemplateSyntaxError(`{{${n.type === 'BlockStatement' ? '#' : ''}${name}}} takes ${arity === 1 ? 'one argument' : `${arity} arguments`}, got ${params.length}`);
+      const arity = HELPER_ARITY.get(name);
+      if (arity !== undefined && (callsHelper || block || bare) && params.length !== arity) {
+        throw new TemplateSyntaxError(`{{${block ? '#' : ''}${name}}} takes ${arity === 1 ? 'one argument' : `${arity} arguments`}, got ${params.length}`);
       }
       break;
     }
@@ -382,21 +409,25 @@ function compiled(text: string, kind: PartKind): Compiled {
   return fn;
 }
 
-/** Flat names with dots ({"user.name": ...}) also reachable as paths, unless the head is taken. */
+/**
+ * Flat names with dots ({"user.name": ...}) also reachable as paths, unless the head is taken.
+ * Only own keys are read and written: a name such as "a.__proto__.x" or "a.constructor.x" must
+ * never reach an object's prototype (it would change every object of the process).
+ */
 function contextOf(variables: Variables): Variables {
   let out: Record<string, VariableValue> | null = null;
   for (const name of Object.keys(variables)) {
     if (!name.includes('.')) continue;
     const parts = name.split('.');
-    if (parts.some((p) => p === '') || variables[parts[0]] !== undefined) continue;
+    if (parts.some((p) => p === '' || p === '__proto__') || Object.hasOwn(variables, parts[0])) continue;
     out ??= { ...variables };
     let node = out;
     for (let i = 0; i < parts.length - 1; i++) {
-      const next = node[parts[i]];
+      const next = Object.hasOwn(node, parts[i]) ? node[parts[i]] : undefined;
       if (next === undefined || next === null) node[parts[i]] = {};
       else if (typeof next !== 'object' || Array.isArray(next)) break;
       node = node[parts[i]] as Record<string, VariableValue>;
-      if (i === parts.length - 2 && node[parts[i + 1]] === undefined) node[parts[i + 1]] = variables[name];
+      if (i === parts.length - 2 && !Object.hasOwn(node, parts[i + 1])) node[parts[i + 1]] = variables[name];
     }
   }
   return out ?? variables;
@@ -462,7 +493,7 @@ const LEGACY_VARIABLE = /\{\{\s*([^{}*][^{}]*?)\s*\}\}/g;
 export function renderLegacyVariables(text: string, variables: Variables): string {
   let size = text.length;
   return text.replace(LEGACY_VARIABLE, (m: string, name: string) => {
-    const value = variables[name];
+    const value = Object.hasOwn(variables, name) ? variables[name] : undefined;
     const s = value === undefined || value === null ? '' : typeof value === 'object' ? JSON.stringify(value) : String(value);
     size += s.length - m.length;
     if (size > RENDER_LIMITS.partChars) throw new RenderLimitError(partTooLargeMessage(null));

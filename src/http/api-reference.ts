@@ -1,6 +1,6 @@
 // The API's reference, served by Posthorn itself (docs/api/README.md, "Reference"):
 //   GET /openapi.json  the OpenAPI 3.1 document generated from the method table (http/openapi.ts)
-//   GET /docs          Swagger UI rendering it, entirely from this server: the swagger-ui-dist files
+//   GET /docs          Swagger UI rendering it (and its "Try it out", to this server), entirely from this server: the swagger-ui-dist files
 //                      and our initializer script, no CDN and no inline script, under a strict
 //                      Content-Security-Policy (the page works offline and runs only our scripts).
 import fs from 'node:fs';
@@ -57,7 +57,14 @@ window.addEventListener('load', function () {
     dom_id: '#swagger-ui',
     deepLinking: true,
     presets: [SwaggerUIBundle.presets.apis],
-    supportedSubmitMethods: [],
+    // "Try it out" posts the example (with the reader's key) to this server: the page's own
+    // origin, whatever --public-url the document names, as connect-src 'self' allows.
+    supportedSubmitMethods: ['post'],
+    requestInterceptor: function (request) {
+      var at = request.url.indexOf('/v.1.1/');
+      if (at >= 0) request.url = window.location.origin + request.url.slice(at);
+      return request;
+    },
     validatorUrl: null,
   });
 });
@@ -86,7 +93,8 @@ export function installApiReference(app: FastifyInstance, services: Services): v
   app.get('/openapi.json', async (_request, reply) =>
     reply.header('content-type', 'application/json; charset=utf-8').header('access-control-allow-origin', '*').send(documentText()),
   );
-  app.get('/docs', async (_request, reply) => withPolicy(reply, 'text/html; charset=utf-8').send(PAGE));
+  // The page names its assets by absolute paths, so /docs/ serves it as well.
+  for (const url of ['/docs', '/docs/']) app.get(url, async (_request, reply) => withPolicy(reply, 'text/html; charset=utf-8').send(PAGE));
   app.get('/docs/init.js', async (_request, reply) => withPolicy(reply, 'text/javascript; charset=utf-8').send(INIT));
   app.get<{ Params: { asset: string } }>('/docs/:asset', async (request, reply) => {
     const asset = ASSETS[request.params.asset];

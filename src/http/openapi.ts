@@ -1,12 +1,14 @@
 // The OpenAPI 3.1 document of the PostageApp API, generated from the method table (http/api/methods):
-// every method is POST /v.1.1/<name> taking {api_key, uid, arguments} and answering the envelope
-// with its data schema, or the error envelope with the statuses of domain/errors.ts. Webhook
+// every method is POST /v.1.1/<name> taking {api_key, uid, arguments} (with an example request,
+// api/methods/examples.ts) and answering the envelope with its data schema (no success for
+// test_error, which always fails), or the error envelope with the statuses of domain/errors.ts. Webhook
 // payloads are its `webhooks`, one per event kind of domain/events.ts (docs/webhooks.md). Served
 // at GET /openapi.json and rendered at GET /docs (http/api-reference.ts). Built once per process: the table does not change at run time.
 import type { TSchema } from '@sinclair/typebox';
 import { Type } from '@sinclair/typebox';
 import { API_STATUSES, type ErrorStatus } from '../domain/errors.ts';
 import { EVENT_SCHEMAS } from '../domain/events.ts';
+import { REQUEST_EXAMPLES } from './api/methods/examples.ts';
 import type { MethodDef } from './api/methods/types.ts';
 
 export const OPENAPI_VERSION = '3.1.0';
@@ -40,43 +42,56 @@ const ERROR_MEANINGS: Record<ErrorStatus, string> = {
   unauthorized: 'the API key is missing or unknown, or of the wrong kind for the method',
   not_found: 'the named record does not exist, or the path is not an API path',
   method_not_allowed: 'the HTTP method is not POST',
+  request_timeout: 'the request line, headers or body did not arrive within --http-headers-timeout-ms / --http-request-timeout-ms',
   invalid_json: 'the body is not JSON (or v1.0 without Content-Type: application/json)',
   invalid_utf8: 'the body is not UTF-8 (the message names the byte offset)',
-  call_error: 'an argument is malformed (the message names its path), contains NUL, or nests too deep',
+  call_error: 'an argument is malformed (the message names its path), contains NUL or a lone surrogate, nests too deep, or is a whole number beyond 2^53 where one is required',
   conflict: 'the API version in the path is not 1.0 or 1.1',
   precondition_failed: 'the request cannot be honoured as it is (unknown template, invalid address, a limit reached)',
   payload_too_large: 'the body exceeds --max-body-bytes',
+  unsupported_media_type: 'the body has a Content-Encoding (gzip, br, deflate...): send it uncompressed',
   locked: 'the key, its project or its account is disabled',
   too_many_requests: 'the key exceeded --rate-limit-per-key; the Retry-After header says when to retry',
+  request_header_fields_too_large: 'the request line and headers are larger than the server accepts (16 KiB)',
   internal_server_error: 'a failure on our side (logged); test_error always answers it',
   service_unavailable: 'the database is unreachable or cannot write now (read-only, disk full); nothing was stored; retry after Retry-After',
 };
 
-function okEnvelope(data: Json): Json {
+/** The success envelope; `extra`: the method's own fields of `response` (MethodDef.response). */
+function okEnvelope(data: Json, extra?: { properties?: Record<string, Json>; required?: string[] }): Json {
   return {
     type: 'object',
     required: ['response', 'data'],
     properties: {
       response: {
         type: 'object',
-        required: ['status', 'uid'],
-        properties: { status: { const: 'ok' }, uid: { description: "the request's top-level uid, with its JSON type; null when none was sent" } },
+        required: ['status', 'uid', ...(extra?.required ?? [])],
+        properties: { status: { const: 'ok' }, uid: { description: "the request's top-level uid, with its JSON type; null when none was sent" }, ...extra?.properties },
       },
       data,
     },
   };
 }
 
-function requestBody(args: Json): Json {
+/** The request body: api_key, the top-level fields the method reads (MethodDef.topLevel; else uid is only echoed), arguments. */
+function requestBody(method: MethodDef): Json {
+  const topLevel = method.topLevel ? ((toJsonSchema(method.topLevel) as { properties?: Record<string, Json> }).properties ?? {}) : {};
   return {
     type: 'object',
     required: ['api_key'],
     properties: {
-      api_key: { type: 'string', description: 'a project or account API key, as the method requires' },
-      uid: { description: 'echoed in response.uid; for send_message the message uid (a string or number)', anyOf: [{ type: 'string' }, { type: 'number' }, { type: 'null' }] },
-      arguments: args,
+      api_key: { type: 'string', description: `${method.key === 'any' ? 'a project or an account' : method.key === 'project' ? 'a project' : 'an account'} API key` },
+      uid: { description: "the request's own reference, echoed in response.uid", anyOf: [{ type: 'string' }, { type: 'number' }, { type: 'null' }] },
+      ...topLevel,
+      arguments: toJsonSchema(method.args),
     },
   };
+}
+
+/** A method whose data schema is `not: {}` (TypeBox's Never) has no success answer: test_error. */
+function neverSucceeds(method: MethodDef): boolean {
+  const data = toJsonSchema(method.data) as { not?: Json };
+  return typeof data.not === 'object' && data.not !== null && Object.keys(data.not).length === 0;
 }
 
 export function buildOpenApiDocument(methods: readonly MethodDef[], options: OpenApiOptions): Record<string, Json> {
@@ -97,9 +112,11 @@ export function buildOpenApiDocument(methods: readonly MethodDef[], options: Ope
         summary: method.summary,
         description: `${method.summary}\n\nKey: ${method.key === 'any' ? 'a project or an account key' : `${method.key === 'project' ? 'a project' : 'an account'} key`}. Also served at /v.1.1/${method.name}.json and /v.1.0/${method.name}.json (v1.0 requires Content-Type: application/json).`,
         tags: [method.key === 'any' ? 'either key' : `${method.key} key`],
-        requestBody: { required: true, content: { 'application/json': { schema: requestBody(toJsonSchema(method.args)) } } },
+        requestBody: { required: true, content: { 'application/json': { schema: requestBody(method), ...(REQUEST_EXAMPLES[method.name] ? { example: REQUEST_EXAMPLES[method.name] } : {}) } } },
         responses: {
-          '200': { description: 'ok', content: { 'application/json': { schema: okEnvelope(toJsonSchema(method.data)) } } },
+          ...(neverSucceeds(method)
+            ? {}
+            : { '200': { description: 'ok', content: { 'application/json': { schema: okEnvelope(toJsonSchema(method.data), method.response && (toJsonSchema(method.response) as { properties?: Record<string, Json>; required?: string[] })) } } } }),
           ...errorResponses,
         },
       },

@@ -23,6 +23,7 @@ import { generateWorkerId } from '../domain/keys.ts';
 import {
   claimDueMailboxes,
   endMailboxSessions,
+  mailboxIdsHeldBy,
   enqueuePostback,
   findFinishedPostbacks,
   findLeasedMailbox,
@@ -34,6 +35,7 @@ import {
 import { openMailboxSecrets, reachMailboxHost } from '../operations/mailboxes.ts';
 import type { Mailbox } from '../storage/schema.ts';
 import { LeaseRunner, type LeaseJob } from '../workers/lease-runner.ts';
+import { peerText } from '../observability/attempts.ts';
 
 /** Sessions held per process. */
 const MAX_SESSIONS = 100;
@@ -100,7 +102,7 @@ export function createWatcher(services: Services, workerId?: string): MailboxWat
       pokeResolve?.();
     };
     session.setPoke(poke);
-    client.on('error', (error: Error) => log.warn({ mailbox: mailbox.uid, err: { message: error.message } }, 'IMAP connection error'));
+    client.on('error', (error: Error) => log.warn({ mailbox: mailbox.uid, err: { message: peerText(services, error.message) } }, 'IMAP connection error'));
     client.on('close', () => {
       closed = true;
       poke();
@@ -163,7 +165,7 @@ export function createWatcher(services: Services, workerId?: string): MailboxWat
         }
       }
     } catch (error) {
-      log.warn({ mailbox: mailbox.uid, err: { message: (error as Error).message } }, 'IMAP session ended with an error');
+      log.warn({ mailbox: mailbox.uid, err: { message: peerText(services, (error as Error).message) } }, 'IMAP session ended with an error');
       await logoutBounded(client);
       // Stopping: the error is the stop's (a closed store, an interrupted command).
       return signal.aborted ? { kind: 'released', mailboxId: mailbox.id } : failed('error', `IMAP session failed: ${(error as Error).message}`);
@@ -253,6 +255,7 @@ export function createWatcher(services: Services, workerId?: string): MailboxWat
     renew: (worker, ids) => renewMailboxLeases(services, worker, ids, LEASE_MS),
     // Sessions release their mailboxes themselves when stopped; what is left here failed to.
     release: (worker, ids) => endMailboxSessions(services, worker, ids.map((mailboxId) => ({ kind: 'released', mailboxId }))),
+    heldBy: (worker) => mailboxIdsHeldBy(services, worker),
     // A wake-up: postbacks settled, a mailbox changed or was deleted: every session looks again.
     woken() {
       for (const s of sessions.values()) s.poke();

@@ -3,9 +3,10 @@
 // job that finished the attempt, once per outcome, after the outcome is known.
 //
 // Privacy: a log line names the recipient's domain, never the address, unless the operator sets
-// --log-addresses. An outbound request is named by its host, never its full URL (paths and query
+// --log-addresses, and addresses inside a peer's text (a reply) are masked likewise. An outbound request is named by its host, never its full URL (paths and query
 // strings carry tokens). No secret is ever passed here.
 import type { Logger } from 'pino';
+import { maskAddresses } from '../domain/mask-addresses.ts';
 import type { Services } from '../services.ts';
 import { domainGroup, httpStatusClass, metricsOf, smtpCodeClass } from './metrics.ts';
 
@@ -38,12 +39,19 @@ export interface DeliveryAttemptRecord {
   durationMs: number;
   /** which attempt this was, counting from 1 */
   attempt?: number;
-  /** when the message was accepted (epoch ms): the delivery latency is measured from it */
-  acceptedAt?: number | null;
+  /** when the copy was due to be sent first (epoch ms): its send_at, else acceptance; the delivery latency is measured from it */
+  dueAt?: number | null;
   /** the state the transmission was left in (completed, retry, failed) */
   status?: string | null;
   /** whether the SMTP session was encrypted, when a server was reached */
   tls?: boolean | null;
+  /** the message was accepted in sandbox mode: the sandbox answered, nothing was sent (docs/sandbox.md) */
+  sandbox?: boolean;
+}
+
+/** Free text from a peer as a log line holds it: addresses masked unless --log-addresses. */
+export function peerText(services: Pick<Services, 'config'>, text: string): string {
+  return services.config.logAddresses ? text : maskAddresses(text);
 }
 
 /** The domain part of an address, lower-cased; '' for an address without one. */
@@ -55,12 +63,17 @@ export function recipientDomain(address: string): string {
 export function recordDeliveryAttempt(services: Services, a: DeliveryAttemptRecord): void {
   const metrics = metricsOf(services);
   const domain = recipientDomain(a.recipient);
-  metrics.deliveryAttempts.inc({ outcome: a.outcome, code_class: smtpCodeClass(a.resultCode), domain_group: domainGroup(domain, a.mxHost) });
-  metrics.deliveryAttemptDuration.observe({ outcome: a.outcome }, Math.max(0, a.durationMs) / 1000);
-  if (a.outcome === 'sent' && typeof a.acceptedAt === 'number') {
-    metrics.deliveryLatency.observe(Math.max(0, services.clock.now() - a.acceptedAt) / 1000);
+  // A sandbox attempt is no delivery: counted apart, and kept out of the delivery attempts, their
+  // durations and the latency, so the delivery alerts (deploy/prometheus/) see real mail only.
+  if (a.sandbox === true) metrics.sandboxAttempts.inc({ outcome: a.outcome });
+  else {
+    metrics.deliveryAttempts.inc({ outcome: a.outcome, code_class: smtpCodeClass(a.resultCode), domain_group: domainGroup(domain, a.mxHost) });
+    metrics.deliveryAttemptDuration.observe({ outcome: a.outcome }, Math.max(0, a.durationMs) / 1000);
+    if (a.outcome === 'sent' && typeof a.dueAt === 'number') {
+      metrics.deliveryLatency.observe(Math.max(0, services.clock.now() - a.dueAt) / 1000);
+    }
+    if (typeof a.tls === 'boolean') metrics.smtpDeliveriesByTls.inc({ tls: String(a.tls) });
   }
-  if (typeof a.tls === 'boolean') metrics.smtpDeliveriesByTls.inc({ tls: String(a.tls) });
   const line: Record<string, unknown> = {
     event: 'delivery_attempt',
     transmission: a.transmissionId,
@@ -74,8 +87,10 @@ export function recordDeliveryAttempt(services: Services, a: DeliveryAttemptReco
     attempt: a.attempt,
     duration_ms: Math.round(a.durationMs),
   };
+  if (a.sandbox === true) line.sandbox = true;
   if (services.config.logAddresses) line.recipient = a.recipient;
-  if (a.outcome !== 'sent' && a.resultMessage) line.reply = a.resultMessage.slice(0, 300);
+  // The server's text names the recipient more often than not ("5.1.1 <bob@example.com>: ...").
+  if (a.outcome !== 'sent' && a.resultMessage) line.reply = peerText(services, a.resultMessage.slice(0, 300));
   attemptLog(services).info(line, 'delivery attempt');
 }
 
@@ -119,12 +134,21 @@ export function recordOutboundAttempt(services: Services, a: OutboundAttemptReco
       host: hostOf(a.url),
       outcome: a.outcome,
       code: a.statusCode,
-      error: a.error ? a.error.slice(0, 300) : undefined,
+      error: a.error ? peerText(services, a.error.slice(0, 300)) : undefined,
       attempt: a.attempt,
       duration_ms: Math.round(a.durationMs),
     },
     'outbound attempt',
   );
+}
+
+/**
+ * One composition of a message's content by delivery (delivery/message-contexts.ts): `composed`, or
+ * `failed` when the content cannot be composed with these variables (RENDER_FAILED, INVALID_HEADER:
+ * found once per content and variables, and the failure reused by every other copy).
+ */
+export function recordComposition(services: Services, result: 'composed' | 'failed'): void {
+  metricsOf(services).compositions.inc({ result });
 }
 
 /** A send_message that stored a message and its transmissions (not a repeated uid). */

@@ -33,7 +33,7 @@ export function addDatabaseGauges(registry: client.Registry, services: Services)
   const outboundAge = new client.Gauge({ name: 'posthorn_outbound_requests_oldest_pending_age_seconds', help: 'Age of the oldest pending webhook or postback request (0 when none is).', registers, aggregator });
   const mailboxes = new client.Gauge({ name: 'posthorn_mailboxes', help: 'Watched IMAP mailboxes by status (active, auth_failed, error).', labelNames: ['status'] as const, registers, aggregator });
   const sessions = new client.Gauge({ name: 'posthorn_mailbox_sessions', help: 'Mailboxes a watcher holds a session on now.', registers, aggregator });
-  const up = new client.Gauge({ name: 'posthorn_database_up', help: '1 when the last load of the database gauges succeeded, else 0.', registers, aggregator: 'min' });
+  const up = new client.Gauge({ name: 'posthorn_database_up', help: '1 when the last load of the database gauges succeeded and the database takes writes (after a write failed as unavailable, a write is tried), else 0.', registers, aggregator: 'min' });
   const pool = new client.Gauge({ name: 'posthorn_db_pool_connections', help: 'Connections of the database pool by state (total, idle, waiting clients), summed over the processes of a supervised serve; PostgreSQL only.', labelNames: ['state'] as const, registers });
 
   const load = async (): Promise<void> => {
@@ -55,7 +55,10 @@ export function addDatabaseGauges(registry: client.Registry, services: Services)
       outboundAge.set(o.oldestPendingAt === null ? 0 : Math.max(0, (now - o.oldestPendingAt) / 1000));
       for (const [status, n] of Object.entries(m.byStatus)) mailboxes.set({ status }, n);
       sessions.set(m.inSession);
-      up.set(1);
+      // Up means it can write too (readiness.ts): a full disk or a write lock held elsewhere
+      // answers reads and fails every write.
+      const cannotWrite = await withTimeout(services.store.checkWritable(), PING_TIMEOUT_MS, 'a write to the database');
+      up.set(cannotWrite ? 0 : 1);
     } catch (error) {
       up.set(0);
       services.log.warn({ err: error }, 'reading the database gauges failed');

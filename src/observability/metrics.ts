@@ -101,14 +101,26 @@ export class PosthornMetrics {
   });
   readonly deliveryLatency = new client.Histogram({
     name: 'posthorn_delivery_latency_seconds',
-    help: 'Time from acceptance of a message to the delivery of one of its transmissions.',
+    help: 'Time from when a transmission was due to be sent first (its message\'s send_at, else acceptance) to its delivery.',
     buckets: DELIVERY_BUCKETS_S,
+    registers: [this.registry],
+  });
+  readonly compositions = new client.Counter({
+    name: 'posthorn_compositions_total',
+    help: 'Messages composed (rendered into MIME) by delivery, by result (composed, failed: content that cannot be rendered with its variables); a copy served from the cache of composed content is not counted.',
+    labelNames: ['result'] as const,
     registers: [this.registry],
   });
   readonly smtpDeliveriesByTls = new client.Counter({
     name: 'posthorn_smtp_sessions_total',
     help: 'Delivery attempts that reached an SMTP server, by whether the session was encrypted (tls="true") or not.',
     labelNames: ['tls'] as const,
+    registers: [this.registry],
+  });
+  readonly sandboxAttempts = new client.Counter({
+    name: 'posthorn_sandbox_attempts_total',
+    help: 'Attempts answered by the sandbox (messages accepted in sandbox mode, nothing sent), by outcome (sent, deferred, failed); never counted in posthorn_delivery_attempts_total.',
+    labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
   readonly smtpConnectionsOpen = new client.Gauge({
@@ -151,6 +163,26 @@ export class PosthornMetrics {
     labelNames: ['table'] as const,
     registers: [this.registry],
   });
+  /**
+   * The supervised delivery process beside this API process, as the supervisor tells it
+   * (observability/readiness.ts setDeliveryProcessState; /readyz `delivery`): one sample, labelled
+   * with the state, 1 while running, else 0. Absent where no supervisor tells it (one process, a
+   * worker): an alert on it never fires there.
+   */
+  readonly deliveryProcessUp = new client.Gauge({
+    name: 'posthorn_delivery_process_up',
+    help: 'The supervised delivery process of a serve, as its API processes are told: 1 while running, else 0 (state: running, starting, restarting, stopping).',
+    labelNames: ['state'] as const,
+    registers: [this.registry],
+    // Several API processes are told the same: the figure once.
+    aggregator: 'min',
+  });
+  readonly deliveryProcessRestarts = new client.Counter({
+    name: 'posthorn_delivery_process_restarts_total',
+    help: 'Times the supervised delivery process of a serve was seen restarting (it exited or was killed), as its API processes are told.',
+    registers: [this.registry],
+    aggregator: 'max',
+  });
   readonly eventLoopDelay = new client.Gauge({
     name: 'posthorn_event_loop_delay_seconds',
     // The label is not "quantile": Prometheus keeps that name for summaries (promtool check metrics).
@@ -175,6 +207,9 @@ export class PosthornMetrics {
    * gathered through the supervisor, for this process's /metrics.
    */
   gatherSiblings: (() => Promise<unknown[][]>) | null = null;
+
+  /** The last state of the supervised delivery process recorded (recordDeliveryProcessState). */
+  deliveryProcessState: string | null = null;
 
   /**
    * The Prometheus text of /metrics: this process's registry, or, with siblings, theirs and its own
@@ -222,16 +257,15 @@ export function metricsOf(services: Services): PosthornMetrics {
 }
 
 /**
- * Wraps store.write so every write's latency, as its caller waits for it, is observed: on SQLite
- * that is the group-commit wait, the shared transaction and the WAL fsync; on PostgreSQL a pooled
- * connection's wait, transaction and commit. Wrapped here, not in storage/store.ts, so the store
+ * Wraps store.write and store.acceptMessage so every write's latency, as its caller waits for it,
+ * is observed: on SQLite that is the group-commit wait (or the acceptance thread's), the shared
+ * transaction and the WAL fsync; on PostgreSQL a pooled connection's wait, transaction and commit
+ * (or the turn's acceptance statement). Wrapped here, not in storage/store.ts, so the store
  * stays unaware of metrics; the wrapper only adds a timer and a settle handler.
  */
 function timeStoreWrites(store: Store, metrics: PosthornMetrics): void {
-  const write = store.write.bind(store);
-  store.write = <T>(fn: Parameters<Store['write']>[0]): Promise<T> => {
+  const timed = <T>(unit: Promise<T>): Promise<T> => {
     const end = metrics.dbWriteDuration.startTimer();
-    const unit = write(fn) as Promise<T>;
     unit.then(
       () => end(),
       () => {
@@ -241,4 +275,25 @@ function timeStoreWrites(store: Store, metrics: PosthornMetrics): void {
     );
     return unit;
   };
+  const write = store.write.bind(store);
+  store.write = <T>(fn: Parameters<Store['write']>[0]): Promise<T> => timed(write(fn) as Promise<T>);
+  // Message acceptance where it is not a unit of write(): PostgreSQL's one statement per turn, the
+  // SQLite acceptance thread (storage/messages.ts storeAcceptedMessage). A taken uid is a success.
+  const acceptMessage = store.acceptMessage.bind(store);
+  store.acceptMessage = (message, transmissions) => timed(acceptMessage(message, transmissions));
+}
+
+/**
+ * The supervised delivery process's state as the supervisor tells this API process (running,
+ * starting, restarting (why), stopping): posthorn_delivery_process_up and, at each change into
+ * restarting, posthorn_delivery_process_restarts_total.
+ */
+export function recordDeliveryProcessState(services: Services, state: string): void {
+  const metrics = metricsOf(services);
+  const kind = state.split(' ')[0];
+  const was = metrics.deliveryProcessState;
+  metrics.deliveryProcessState = kind;
+  if (kind === 'restarting' && was !== 'restarting') metrics.deliveryProcessRestarts.inc();
+  metrics.deliveryProcessUp.reset();
+  metrics.deliveryProcessUp.set({ state: kind }, kind === 'running' ? 1 : 0);
 }

@@ -1,5 +1,5 @@
 // What /readyz answers (docs/operations.md, "Health"): the database answers within
-// PING_TIMEOUT_MS, every migration of this build is applied, and the background loops of the
+// PING_TIMEOUT_MS (and, after a write failed as unavailable, takes a write again), every migration of this build is applied, and the background loops of the
 // process's role are running. /healthz only says the process is alive.
 //
 // The loops' state is set by the operations service (http/ops/listener.ts), which is the last of
@@ -15,7 +15,7 @@
 // drop it for that (docs/operations.md, "Health").
 import type { Services } from '../services.ts';
 import { listPendingMigrations, pingDatabase } from '../storage/ops-stats.ts';
-import type { Store } from '../storage/store.ts';
+import { isStoreUnavailable, type Store } from '../storage/store.ts';
 
 /** A database that takes longer than this to answer a trivial query is not ready. */
 export const PING_TIMEOUT_MS = 2000;
@@ -50,17 +50,25 @@ export interface Readiness {
 export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new ReadinessTimeout(`${what} did not answer within ${ms} ms`)), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** One short line about a failure: no stack, no connection string. */
+/**
+ * One short line about a failure, for an unauthenticated probe: the kind of the cause (a
+ * StoreUnavailableError's reason: unreachable and why, read-only, disk full, locked), or our own
+ * timeout, or an error's code; never a message that may name the server's address or a file.
+ */
 function describe(error: unknown): string {
-  const e = error as { code?: unknown; message?: unknown };
-  const text = typeof e?.message === 'string' ? e.message : String(error);
-  return `${typeof e?.code === 'string' ? `${e.code}: ` : ''}${text}`.replace(/\w+:\/\/\S+/g, '<url>').slice(0, 200);
+  if (isStoreUnavailable(error)) return error.reason;
+  if (error instanceof ReadinessTimeout) return error.message;
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[A-Z0-9_]{1,40}$/.test(code) ? `error ${code}` : 'error';
 }
+
+/** A check that took longer than PING_TIMEOUT_MS. */
+class ReadinessTimeout extends Error {}
 
 export async function checkReadiness(services: Services): Promise<Readiness> {
   const { store } = services;
@@ -68,9 +76,14 @@ export async function checkReadiness(services: Services): Promise<Readiness> {
   let ready = true;
   try {
     await withTimeout(pingDatabase(store.db), PING_TIMEOUT_MS, 'the database');
+    // A database that answers reads and cannot write (a full disk, the write lock held by another
+    // connection past its wait) is not ready either: asked again by a write while it lasts.
+    const cannotWrite = await withTimeout(store.checkWritable(), PING_TIMEOUT_MS, 'a write to the database');
+    if (cannotWrite) throw cannotWrite;
   } catch (error) {
     checks.database = `unavailable: ${describe(error)}`;
-    checks.migrations = 'unknown';
+    // Once passed the migrations are not asked again (migrated), outage or not.
+    if (!migrated.has(store)) checks.migrations = 'unknown';
     ready = false;
   }
   if (ready && !migrated.has(store)) {

@@ -12,7 +12,7 @@
 // late report), but the suppression is still applied.
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { bounceFromText, classifyDeliveryStatus, parseDeliveryStatus, type BounceVerdict } from '../domain/dsn.ts';
-import { buildEventPayload, readAcceptedPayload, transmissionStatusName } from '../domain/events.ts';
+import { buildEventPayload, transmissionStatusName } from '../domain/events.ts';
 import { parsePayload } from '../domain/message-payload.ts';
 import { failTransmissionByBounce, findBounceTarget, type BounceTarget } from '../storage/bounces.ts';
 import { recordEvent } from '../storage/events.ts';
@@ -95,8 +95,7 @@ async function applyVerdict(trx: Tx, transmissionId: number, verdict: BounceVerd
       uniqueId: t.unique_id,
       projectUid: t.project_uid,
       recipient: t.recipient,
-      globalVariables: readAcceptedPayload(t.payload).globalVariables,
-      recipientVariables: t.variables,
+      sandbox: Number(t.sandbox) === 1,
     },
     {
       kind: 'bounced',

@@ -7,7 +7,8 @@
 // cancel-message.md): history, receipts and get_message_transmissions show it like any other end.
 // What cannot be cancelled is reported, not refused: completed and failed copies have ended, and a
 // copy a worker holds under a live lease is being delivered now (it may already be on the wire).
-import { ApiError } from '../domain/errors.ts';
+import { cutText } from '../domain/args.ts';
+import { ApiError, callError } from '../domain/errors.ts';
 import { addressKey } from '../domain/recipients.ts';
 import { buildEventPayload, readAcceptedPayload } from '../domain/events.ts';
 import type { Services } from '../services.ts';
@@ -40,14 +41,19 @@ export interface CancelResult {
 export async function cancelMessage(services: Services, caller: ProjectCaller, input: CancelInput): Promise<CancelResult> {
   if (input.uid === undefined && input.id === undefined) throw new ApiError('bad_request', 'Missing required argument "uid" (or "id"): the message to cancel.');
   const project = caller.project;
-  const message = await findProjectMessage(services.store.db, project.id, { uid: input.uid, id: input.id });
-  if (!message) throw new ApiError('not_found', `Message ${input.uid ?? input.id} not found in this project.`);
+  // By id when given, else by uid; given both, they must name the same message: acting on one of
+  // two that disagree could cancel the wrong mail.
+  const message = await findProjectMessage(services.store.db, project.id, input.id !== undefined ? { id: input.id } : { uid: input.uid });
+  if (!message) throw new ApiError('not_found', `Message ${input.id ?? JSON.stringify(cutText(input.uid ?? '', 200))} not found in this project.`);
+  if (input.id !== undefined && input.uid !== undefined && message.uid !== input.uid) {
+    throw callError(`arguments "uid" (${JSON.stringify(cutText(input.uid, 200))}) and "id" (${input.id}) name different messages; give one of them, or both of the same message`);
+  }
   const only = input.recipients ? [...new Set(input.recipients.map((r) => addressKey(r.trim())))] : null;
 
   const now = services.clock.now();
   const { cancelled, states } = await services.store.write(async (trx) => {
     const rows = await cancelWaitingTransmissions(trx, { messageId: message.id, recipients: only, now, resultCode: RESULT_CANCELLED.code, resultMessage: RESULT_CANCELLED.message });
-    const { globalVariables, recipientOverride } = readAcceptedPayload(message.payload);
+    const { recipientOverride } = readAcceptedPayload(message.payload);
     for (const row of rows) {
       const payload = buildEventPayload(
         {
@@ -57,8 +63,7 @@ export async function cancelMessage(services: Services, caller: ProjectCaller, i
           uniqueId: message.unique_id,
           projectUid: project.uid,
           recipient: row.recipient,
-          globalVariables,
-          recipientVariables: row.variables,
+          sandbox: Number(message.sandbox) === 1,
         },
         {
           kind: 'cancelled',

@@ -22,7 +22,8 @@ export interface ProjectOverview {
   buckets: number[];
   series: Record<OverviewSeries, number[]>;
   totals: Record<OverviewSeries, number>;
-  queue: { queued: number; retrying: number; oldestDueAt: number | null };
+  /** oldestDueAt: the oldest waiting copy that is due now; nextScheduledAt: the soonest one not yet due (send_at, a retry's time). */
+  queue: { queued: number; retrying: number; oldestDueAt: number | null; nextScheduledAt: number | null };
 }
 
 export async function getProjectOverview(services: Services, project: Project, range: OverviewRange): Promise<ProjectOverview> {
@@ -38,7 +39,7 @@ export async function getProjectOverview(services: Services, project: Project, r
   const [columnCounts, eventCounts, queue] = await Promise.all([
     Promise.all(Object.entries(columns).map(async ([name, column]) => ({ name: name as OverviewSeries, rows: await countTransmissionBuckets(db, project.id, column, startMs, endMs, bucketMs) }))),
     countEventBuckets(db, project.id, ['retry', 'bounced'], startMs, endMs, bucketMs),
-    summariseQueue(db, project.id),
+    summariseQueue(db, project.id, now),
   ]);
   for (const { name, rows } of columnCounts) for (const r of rows) if (r.bucket >= 0 && r.bucket < n) series[name][r.bucket] += r.count;
   for (const r of eventCounts) {
@@ -49,11 +50,12 @@ export async function getProjectOverview(services: Services, project: Project, r
   const queued = queue.find((q) => q.status === 'queued');
   const retrying = queue.find((q) => q.status === 'retry');
   const dues = queue.map((q) => q.oldest_due).filter((d): d is number => d !== null);
+  const scheduled = queue.map((q) => q.next_scheduled).filter((d): d is number => d !== null);
   return {
     range,
     buckets,
     series,
     totals,
-    queue: { queued: queued?.count ?? 0, retrying: retrying?.count ?? 0, oldestDueAt: dues.length ? Math.min(...dues) : null },
+    queue: { queued: queued?.count ?? 0, retrying: retrying?.count ?? 0, oldestDueAt: dues.length ? Math.min(...dues) : null, nextScheduledAt: scheduled.length ? Math.min(...scheduled) : null },
   };
 }

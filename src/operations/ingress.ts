@@ -7,7 +7,7 @@
 // last_seen_uid, in one transaction, so a crash either posts it or fetches it again.
 import { postbackRefOf } from '../domain/outbound-refs.ts';
 import type { Mailbox } from '../storage/schema.ts';
-import { advanceMailboxPosition, claimDueMailboxRows, extendMailboxLeases, findLeasedMailboxFailures, findMailboxHeldBy, updateLeasedMailbox } from '../storage/mailboxes.ts';
+import { advanceMailboxPosition, claimDueMailboxRows, extendMailboxLeases, findLeasedMailboxFailures, findMailboxHeldBy, mailboxesHeldBy, updateLeasedMailbox } from '../storage/mailboxes.ts';
 import { insertInboundEmail, listPostingInboundEmails, markInboundEmailsFailed, markInboundEmailsSeen } from '../storage/inbound-emails.ts';
 import type { InboundEmail } from '../storage/outbound-schema.ts';
 import { enqueueOutbound, outboundStates } from './outbound-requests.ts';
@@ -40,6 +40,11 @@ export async function claimDueMailboxes(services: Services, worker: string, leas
 export async function renewMailboxLeases(services: Services, worker: string, ids: readonly number[], leaseMs: number): Promise<number> {
   const until = services.clock.now() + leaseMs;
   return services.store.write((trx) => extendMailboxLeases(trx, ids, worker, until));
+}
+
+/** The ids of the mailboxes the database says `worker` holds. */
+export function mailboxIdsHeldBy(services: Services, worker: string): Promise<number[]> {
+  return mailboxesHeldBy(services.store.db, worker);
 }
 
 /** The mailbox as it is now, while `worker` holds it; null when it was deleted or taken over. */

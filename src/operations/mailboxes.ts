@@ -13,7 +13,7 @@
 // status active) and the watcher is woken.
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
-import { checkChosenUid, invalidArgument } from '../domain/args.ts';
+import { checkChosenUid, invalidArgument, longerThan } from '../domain/args.ts';
 import { ApiError, duplicateUid, limitReached } from '../domain/errors.ts';
 import { randomToken } from '../domain/keys.ts';
 import {
@@ -66,7 +66,7 @@ export interface MailboxWithSecret {
 }
 
 function checkLength(field: string, value: string, max: number): void {
-  if (value.length > max) throw invalidArgument(field, `must be at most ${max} characters long`);
+  if (longerThan(value, max)) throw invalidArgument(field, `must be at most ${max} characters long`);
 }
 
 const HOST_LABEL = /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$/;

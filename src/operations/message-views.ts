@@ -62,6 +62,8 @@ export interface MessageListItem {
    * (docs/api/send-message.md, "Scheduled sends"); null otherwise
    */
   scheduledFor: number | null;
+  /** accepted in sandbox mode: its copies are answered by the sandbox, whatever the project's setting now (docs/sandbox.md) */
+  sandbox: boolean;
 }
 
 export interface MessageSearchResult {
@@ -125,7 +127,7 @@ export async function searchMessages(services: Services, project: Project, filte
     const firstRecipient = mine.map((t) => t.first_recipient).sort()[0] ?? null;
     // A queued copy no worker holds is due at send_at (or now): nothing else moves it ahead.
     const due = mine.find((t) => t.status === 'queued')?.next_due ?? null;
-    return { message, statuses, firstRecipient, scheduledFor: due !== null && due > now ? due : null };
+    return { message, statuses, firstRecipient, scheduledFor: due !== null && due > now ? due : null, sandbox: Number(message.sandbox) === 1 };
   });
   return { items, next: next ? encodeCursor(next) : null };
 }
@@ -322,7 +324,13 @@ export interface RecipientTimeline {
 export interface WebhookDeliveryItem {
   id: number;
   eventType: string | null;
+  /** the endpoint's URL; only its origin when `urlReduced` */
   url: string;
+  /**
+   * the endpoint is account-wide (or deleted) and the view is a project-scoped user's: the URL is
+   * reduced to its origin, since paths and queries carry tokens (docs/dashboard.md, "One message")
+   */
+  urlReduced: boolean;
   state: string;
   attempts: number;
   lastStatusCode: number | null;
@@ -333,12 +341,20 @@ export interface WebhookDeliveryItem {
 
 /** Which page of a message's copies and of its webhook deliveries to show. */
 export interface MessageViewQuery {
-  /** only the copies whose address starts with this, case-insensitively (a whole address finds itself) */
+  /**
+   * only the copies whose address starts with this, case-insensitively (a whole address finds
+   * itself), and the webhook deliveries of their events
+   */
   recipient?: string;
   /** the copies' page: the `nextRecipients` of the page before */
   cursor?: string;
   /** the webhook deliveries' page: the `nextWebhookDeliveries` of the page before */
   webhooksCursor?: string;
+  /**
+   * who looks: a project-scoped dashboard user sees the full URL of its own project's endpoints
+   * only, an account-wide endpoint's as its origin; absent (the operator's CLI), every URL in full
+   */
+  viewer?: Viewer;
 }
 
 export interface MessageView {
@@ -348,11 +364,13 @@ export interface MessageView {
   sendAt: number | null;
   /** the address every copy went to instead of its recipient, or null */
   recipientOverride: string | null;
+  /** accepted in sandbox mode: its copies are answered by the sandbox, whatever the project's setting now (docs/sandbox.md) */
+  sandbox: boolean;
   /** every copy of the message (not only this page's) per status */
   statuses: Record<string, number>;
   /** this page of copies, in recipient order */
   recipients: RecipientTimeline[];
-  /** the recipient filter in force (trimmed), or null */
+  /** the recipient filter in force (trimmed), or null: it applies to the copies and to the webhook deliveries */
   recipientFilter: string | null;
   /** the cursor of the next page of copies, or null when this is the last */
   nextRecipients: string | null;
@@ -408,19 +426,32 @@ export async function getMessageView(services: Services, message: Message, proje
     entries.sort((a, b) => a.at - b.at);
     return { transmission: t, deliveredTo: deliveredAddressOf(payload, t.recipient), entries, suppression: suppressionOf.get(suppressionKey(t.recipient)) ?? null };
   });
-  const hookRows = await listMessageWebhookDeliveries(db, { messageId: Number(message.id), afterId: decodeIdCursor(query.webhooksCursor), limit: WEBHOOK_DELIVERIES_PAGE_SIZE + 1 });
+  const hookRows = await listMessageWebhookDeliveries(db, {
+    messageId: Number(message.id),
+    afterId: decodeIdCursor(query.webhooksCursor),
+    recipientPrefix: recipientFilter,
+    limit: WEBHOOK_DELIVERIES_PAGE_SIZE + 1,
+  });
+  // The page and its cursor are those of the rows read; a row the storage's pattern matched through
+  // a variable, not its recipient, is then left out (storage/message-views.ts).
   const hooks = pageOf(hookRows, WEBHOOK_DELIVERIES_PAGE_SIZE);
-  const webhookDeliveries = hooks.shown.map((r) => ({
-    id: r.id,
-    eventType: r.event_type,
-    url: r.url,
-    state: r.state,
-    attempts: r.attempts,
-    lastStatusCode: r.last_status_code,
-    lastError: r.last_error,
-    createdAt: r.created_at,
-    recipient: recipientOfEvent(r.event_payload),
-  }));
+  const aboutFilter = (r: { event_payload: string }) => recipientFilter === null || (recipientOfEvent(r.event_payload) ?? '').toLowerCase().startsWith(recipientFilter.toLowerCase());
+  const scope = query.viewer?.scopeProject ?? null;
+  const webhookDeliveries = hooks.shown.filter(aboutFilter).map((r) => {
+    const reduced = scope !== null && r.webhook_project_id !== Number(scope.id);
+    return {
+      id: r.id,
+      eventType: r.event_type,
+      url: reduced ? originOf(r.url) : r.url,
+      urlReduced: reduced,
+      state: r.state,
+      attempts: r.attempts,
+      lastStatusCode: r.last_status_code,
+      lastError: r.last_error,
+      createdAt: r.created_at,
+      recipient: recipientOfEvent(r.event_payload),
+    };
+  });
   const statuses: Record<string, number> = {};
   for (const t of tallies) statuses[t.status] = t.count;
   return {
@@ -428,6 +459,7 @@ export async function getMessageView(services: Services, message: Message, proje
     project,
     sendAt: scheduledSendAt(payload, Number(message.created_at)),
     recipientOverride: payload.recipientOverride ?? null,
+    sandbox: Number(message.sandbox) === 1,
     statuses,
     recipients,
     recipientFilter,
@@ -435,6 +467,16 @@ export async function getMessageView(services: Services, message: Message, proje
     webhookDeliveries,
     nextWebhookDeliveries: hooks.next,
   };
+}
+
+/** A URL's scheme, host and port, without credentials, path or query ('' when it is no URL). */
+function originOf(url: string): string {
+  try {
+    const origin = new URL(url).origin;
+    return origin === 'null' ? '' : origin;
+  } catch {
+    return '';
+  }
 }
 
 function recipientOfEvent(payload: string): string | null {

@@ -68,6 +68,15 @@ export function readProjectSettings(project: Pick<Project, 'settings'>): Project
 }
 
 /**
+ * Whether a message this project accepts now is accepted in sandbox mode (docs/sandbox.md): fixed
+ * per message at acceptance (messages.sandbox). Settings that never name the key are not parsed:
+ * acceptance is the hot path.
+ */
+export function acceptsInSandbox(project: Pick<Project, 'settings'>): boolean {
+  return project.settings.includes('sandbox') && readProjectSettings(project).sandbox;
+}
+
+/**
  * The From of a message of this project that names none in its headers or template: the project's
  * default_from, else noreply@ the --mailer-host of the process that accepts the message. Resolved at
  * acceptance, as the Message-ID is, so the host configured for sending decides (a project made
@@ -169,6 +178,52 @@ function checkSettingChanges(settings: NonNullable<ProjectChanges['settings']>):
     throw invalidArgument('settings.retention_days', `must be between 0 and ${MAX_RETENTION_DAYS}, got ${days}`);
   }
   return out;
+}
+
+/** The fields of a project's settings a refusal may name (the dashboard's settings form). */
+export type ProjectSettingsField = 'name' | 'default_from' | 'retention_days';
+
+/** The settings as a form writes them: text, and ticked boxes. */
+export interface ProjectSettingsText {
+  name: string;
+  sandbox: boolean;
+  tracking: boolean;
+  default_from: string;
+  /** days as typed; '' for the server's --retention-days */
+  retention_days: string;
+}
+
+/**
+ * A settings form's text read as update_project's changes, with the refusal of every field at once
+ * (in the API's words), not the first one only: a form shows each beside its field
+ * (docs/dashboard.md, "Project settings"). Nothing is saved here; updateProject saves.
+ */
+export function readProjectSettingsText(text: ProjectSettingsText): { changes: ProjectChanges; errors: Partial<Record<ProjectSettingsField, string>> } {
+  const errors: Partial<Record<ProjectSettingsField, string>> = {};
+  const check = (field: ProjectSettingsField, run: () => void) => {
+    try {
+      run();
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      errors[field] = error.message;
+    }
+  };
+  const days = text.retention_days.trim();
+  let retention: number | null = null;
+  check('retention_days', () => {
+    if (days === '') return;
+    // "1.5" or "ten" is not a count of days, whatever type the form posted it as.
+    if (!/^-?\d+$/.test(days)) throw invalidArgument('settings.retention_days', `must be a whole number of days from 0 to ${MAX_RETENTION_DAYS}, got ${JSON.stringify(days.slice(0, 40))}`);
+    retention = Number(days);
+    checkSettingChanges({ retention_days: retention });
+  });
+  check('name', () => checkName('name', text.name, MAX_PROJECT_NAME));
+  check('default_from', () => checkSettingChanges({ default_from: text.default_from }));
+  const changes: ProjectChanges = {
+    name: text.name,
+    settings: { sandbox: text.sandbox, tracking: text.tracking, default_from: text.default_from, retention_days: retention },
+  };
+  return { changes, errors };
 }
 
 export async function updateProject(services: Services, account: Account, uid: string, changes: ProjectChanges): Promise<ProjectView> {

@@ -39,10 +39,13 @@ export function retentionDaysOf(services: Services, project: Pick<Project, 'sett
   return readProjectSettings(project).retention_days ?? services.config.retentionDays;
 }
 
-/** When a message created at `createdAt` becomes due for the purge (epoch ms), or null: never. */
-export function willPurgeAt(services: Services, project: Pick<Project, 'settings'>, createdAt: number): number | null {
+/**
+ * When a message created at `createdAt` (scheduled for `sendAt`, if it was) becomes due for the
+ * purge (epoch ms), or null: never. Retention counts from when the message was due: its send_at, else acceptance.
+ */
+export function willPurgeAt(services: Services, project: Pick<Project, 'settings'>, createdAt: number, sendAt: number | null = null): number | null {
   const days = retentionDaysOf(services, project);
-  return days > 0 ? createdAt + days * DAY_MS : null;
+  return days > 0 ? Math.max(createdAt, sendAt ?? 0) + days * DAY_MS : null;
 }
 
 export interface PurgeOptions {

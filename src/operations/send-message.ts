@@ -22,7 +22,7 @@ import { recordEvent } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
 import { buildEventPayload } from '../domain/events.ts';
 import { parseSendAt } from '../domain/send-at.ts';
-import { defaultFromOf } from './projects.ts';
+import { acceptsInSandbox, defaultFromOf } from './projects.ts';
 import type { ProjectCaller } from './context.ts';
 import type { Services } from '../services.ts';
 import { recordMessageAccepted } from '../observability/attempts.ts';
@@ -36,7 +36,7 @@ export interface SentMessage {
 export const RESULT_NOT_SENT = { code: 'NOT_SENT', message: 'Not sent: the message was accepted with deliver: false.' } as const;
 export const RESULT_NULL_SINK = {
   code: 'SMTP_250',
-  message: '250 Accepted: null.postageapp.com is a test address; the message was completed without being sent.',
+  message: '2.0.0 Accepted: null.postageapp.com is a test address; the message was completed without being sent.',
 } as const;
 
 /** A message's own URL, as send_message answers it. */
@@ -63,6 +63,8 @@ export async function sendMessage(services: Services, caller: ProjectCaller, req
   const copies = acceptedCopies(accepted, request.deliver, subjects.copies);
   const completedNow = copies.some((copy) => copy.completed !== null);
   const uniqueId = uniqueIdFor(uid, services.config.mailerHost);
+  // The mode is the message's own from now on, whatever the project's setting later (docs/sandbox.md).
+  const sandbox = acceptsInSandbox(caller.project);
   const stored = await storeAcceptedMessage(
     services.store,
     {
@@ -75,6 +77,9 @@ export async function sendMessage(services: Services, caller: ProjectCaller, req
         from_address: accepted.from,
         deliver: request.deliver ? 1 : 0,
         created_at: now,
+        // As scheduledSendAt reads the payload (domain/message-payload.ts): a time not ahead was now.
+        send_at: sendAt !== null && sendAt > now ? sendAt : null,
+        sandbox: sandbox ? 1 : 0,
         payload,
       },
       copies,
@@ -83,7 +88,7 @@ export async function sendMessage(services: Services, caller: ProjectCaller, req
     // Copies completed here (null.postageapp.com, deliver: false) get the event a delivery would
     // write, in the same transaction (docs/sandbox.md). Not on the common path: only then is it read back.
     completedNow
-      ? (trx, messageId) => recordAcceptanceEvents(trx, caller, { id: messageId, uid, uniqueId }, { variables: request.variables, recipientOverride: accepted.recipientOverride }, now)
+      ? (trx, messageId) => recordAcceptanceEvents(trx, caller, { id: messageId, uid, uniqueId, sandbox }, { variables: request.variables, recipientOverride: accepted.recipientOverride }, now)
       : undefined,
   );
   if (isDuplicate(stored)) throw duplicateMessageUid(uid);
@@ -147,7 +152,7 @@ function acceptedCopies(accepted: AcceptedMessage, deliver: boolean, subjects: R
 export async function recordAcceptanceEvents(
   trx: Tx,
   caller: ProjectCaller,
-  message: { id: number; uid: string; uniqueId: string },
+  message: { id: number; uid: string; uniqueId: string; sandbox: boolean },
   sent: { variables: MessagePayload['variables']; recipientOverride: string | null },
   now: number,
 ): Promise<void> {
@@ -161,8 +166,7 @@ export async function recordAcceptanceEvents(
         uniqueId: message.uniqueId,
         projectUid: caller.project.uid,
         recipient: row.recipient,
-        globalVariables: sent.variables,
-        recipientVariables: row.variables,
+        sandbox: message.sandbox,
       },
       {
         kind: 'delivered',

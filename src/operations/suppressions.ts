@@ -68,6 +68,29 @@ export async function addToSuppressionList(
   return Object.fromEntries(rows.map((r) => [shownAddress(r), presentSuppression(r)]));
 }
 
+/** One line of a pasted list that is not an address: its number (from 1) and text. */
+export interface BadLine {
+  line: number;
+  text: string;
+}
+
+/**
+ * A pasted list of addresses (the dashboard's form): one a line, commas and semicolons separating
+ * too, a line may be "Name <address>"; the addresses, and every line that holds something that is
+ * not one, so a form can say which lines to fix and keep the rest as typed.
+ */
+export function readAddressLines(text: string): { addresses: string[]; bad: BadLine[] } {
+  const addresses: string[] = [];
+  const bad: BadLine[] = [];
+  text.split(/\r\n|\r|\n/).forEach((line, i) => {
+    for (const item of line.split(/[,;]+/).map((a) => a.trim()).filter((a) => a !== '')) {
+      if (isPlausibleAddress(normalizeAddress(item))) addresses.push(item);
+      else if (bad[bad.length - 1]?.line !== i + 1) bad.push({ line: i + 1, text: line.trim().slice(0, 320) });
+    }
+  });
+  return { addresses, bad };
+}
+
 export interface RemovalResult {
   removed: string[];
   not_found: string[];

@@ -7,6 +7,7 @@
 // Levels, innermost first: `content` (a message's own content, as send_message takes it), then
 // `template` (unsaved fields from an editor, whose `parent` names its layout), then the stored
 // chain of `slug` or of `template.parent`.
+import { longerThan } from '../domain/args.ts';
 import { ApiError } from '../domain/errors.ts';
 import { MAX_LAYOUT_CHAIN, MergedPartTooLargeError, checkLayoutChain, mergeLevels, type ContentLevel } from '../domain/templates.ts';
 import { TemplateRenderError, findPartSizeProblem, findTemplateSyntaxError, missingPathsIn, renderVariables, type PartKind, type Variables, type VariableValue } from '../domain/variables.ts';
@@ -71,7 +72,7 @@ export async function previewTemplate(services: Services, project: Project, inpu
     oneLine('subject', t.subject);
     oneLine('from', t.from);
     for (const field of ['text', 'html', 'css'] as const) {
-      if ((t[field]?.length ?? 0) > TEMPLATE_LIMITS.bodyChars) errors[field] = `must be at most ${TEMPLATE_LIMITS.bodyChars} characters long`;
+      if (longerThan(t[field] ?? '', TEMPLATE_LIMITS.bodyChars)) errors[field] = `must be at most ${TEMPLATE_LIMITS.bodyChars} characters long`;
     }
     levels.push({ subject: t.subject || null, from: t.from || null, text: t.text || null, html: t.html || null, css: t.css || null });
   }

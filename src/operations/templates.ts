@@ -5,7 +5,7 @@
 // same project; no chain of parents loops; a chain (the template and its layouts) is at most
 // MAX_TEMPLATE_CHAIN long; a template that is another's parent cannot be deleted. So a template
 // that exists can always be resolved by send_message.
-import { invalidArgument } from '../domain/args.ts';
+import { invalidArgument, longerThan } from '../domain/args.ts';
 import { ApiError, limitReached } from '../domain/errors.ts';
 import { checkHeaderValue } from '../domain/headers.ts';
 import { MAX_LAYOUT_CHAIN } from '../domain/templates.ts';
@@ -61,13 +61,13 @@ export interface TemplateInput {
 }
 
 export function checkSlug(field: string, slug: string): void {
-  if (slug.length > TEMPLATE_LIMITS.slugChars) throw invalidArgument(field, `must be at most ${TEMPLATE_LIMITS.slugChars} characters long`);
+  if (longerThan(slug, TEMPLATE_LIMITS.slugChars)) throw invalidArgument(field, `must be at most ${TEMPLATE_LIMITS.slugChars} characters long`);
   if (!SLUG_PATTERN.test(slug)) throw invalidArgument(field, 'may hold only letters, digits, "_", "-" and "."');
 }
 
 function text(field: string, value: string | undefined, max: number, oneLine = false): string | null | undefined {
   if (value === undefined) return undefined;
-  if (value.length > max) throw invalidArgument(field, `must be at most ${max} characters long`);
+  if (longerThan(value, max)) throw invalidArgument(field, `must be at most ${max} characters long`);
   // subject and from are header values: a line break would inject headers.
   if (oneLine) checkHeaderValue(`argument "${field}"`, value);
   // The template language (docs/templates.md): a part that cannot be rendered is refused now,

@@ -2,7 +2,7 @@
 // opened_at (clicked_at) and writes one 'opened' ('clicked') event in the same transaction, so
 // get_message_transmissions, metrics and webhooks agree; later ones change nothing. A click also
 // counts as an open (an image-blocking mail client still opened the mail to click).
-import { buildEventPayload, readAcceptedPayload, type ReaderDetails } from '../domain/events.ts';
+import { buildEventPayload, type ReaderDetails } from '../domain/events.ts';
 import { recordEvent } from '../storage/events.ts';
 import type { Tx } from '../storage/store.ts';
 import { findTransmissionSubject, setFirstTrackingTime } from '../storage/transmissions.ts';
@@ -53,8 +53,7 @@ async function writeEvent(trx: Tx, kind: 'opened' | 'clicked', hit: TrackingHit,
     uniqueId: row.unique_id,
     projectUid: row.project_uid,
     recipient: row.recipient,
-    globalVariables: readAcceptedPayload(row.payload).globalVariables,
-    recipientVariables: row.variables,
+    sandbox: Number(row.sandbox) === 1,
   };
   await recordEvent(trx, { accountId: Number(row.account_id), projectId: Number(row.project_id), type: kind, payload: buildEventPayload(subject, details, now), now });
 }

@@ -7,6 +7,9 @@
 //   Only after TLS, unless plaintext is allowed (--submission-allow-plaintext, or no certificate
 //   and a loopback address). Every failure is 535; too many failures from one address in
 //   AUTH_FAILURE_WINDOW_MS get 421 and the connection is closed.
+// - The key is checked again at the end of each DATA: once it no longer answers, 535, and the
+//   connection's identity is cleared so that the client may AUTH again on it.
+// - The message gets a Received field naming the client (EHLO name, address, protocol, TLS).
 // - Each MAIL FROM takes one token of the key's --rate-limit-per-key budget (the API's, shared):
 //   none left answers 451 with the seconds to wait.
 // - RCPT TO is checked as the API checks a recipient: an address it would refuse is 553 at once.
@@ -25,7 +28,7 @@ import { ApiError } from '../domain/errors.ts';
 import { authenticate } from '../operations/authenticate.ts';
 import type { ProjectCaller } from '../operations/context.ts';
 import { takeKeyToken } from '../operations/rate-limits.ts';
-import { checkSubmissionRecipient, checkSubmissionSender, submitMessage, SubmissionRefused } from '../operations/submit-message.ts';
+import { checkSubmissionRecipient, checkSubmissionSender, submitMessage, SubmissionRefused, type SubmissionTrace } from '../operations/submit-message.ts';
 import { isLoopback } from '../config.ts';
 
 /** Failed AUTH attempts allowed per client address per window before it is turned away. */
@@ -127,7 +130,8 @@ export class SubmissionListener implements BackgroundService {
       secure,
       ...(tls ?? {}),
       name: config.mailerHost,
-      banner: 'Posthorn ESMTP submission',
+      // smtp-server writes "220 <name> ESMTP <banner>".
+      banner: 'Posthorn submission',
       size: config.submissionMaxBytes,
       authMethods: ['PLAIN', 'LOGIN'],
       allowInsecureAuth: plaintext,
@@ -305,12 +309,13 @@ export class SubmissionListener implements BackgroundService {
     }
     const state = this.sessions.get(session.id);
     if (!state?.caller) throw new SmtpReply(530, '5.7.0 Authentication required');
-    const caller = await this.stillAuthorized(state);
+    const caller = await this.stillAuthorized(state, session);
     try {
       const sent = await submitMessage(this.services, caller, {
         envelopeFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
         recipients: session.envelope.rcptTo.map((r) => r.address),
         raw,
+        trace: traceOf(session),
       });
       // A retransmission of a message accepted before (docs/smtp-submission.md, "The uid"): the
       // 2xx a client that lost the first 250 expects, naming what it already has.
@@ -323,11 +328,14 @@ export class SubmissionListener implements BackgroundService {
   }
 
   /** The session's caller as its key answers now: a rotated key or a disabled project or account ends the session's sending. */
-  private async stillAuthorized(state: SessionState): Promise<ProjectCaller> {
+  private async stillAuthorized(state: SessionState, session: SMTPServerSession): Promise<ProjectCaller> {
     const caller = state.caller && state.key !== null ? await this.projectCaller(state.key, state.caller.project.uid) : null;
     if (caller) return (state.caller = caller);
     state.caller = null;
     state.key = null;
+    // smtp-server's own identity too: the client may AUTH again on this connection (until then,
+    // MAIL FROM is answered 530), where smtp-server would answer 503 "No identity changes".
+    session.user = undefined;
     throw new SmtpReply(535, '5.7.8 The credentials of this session are no longer valid (key rotated, or project or account disabled)');
   }
 
@@ -335,6 +343,22 @@ export class SubmissionListener implements BackgroundService {
     this.services.log.error({ err: error }, `SMTP ${what} failed; the client will retry`);
     return new SmtpReply(451, '4.3.0 Temporary failure, try again later');
   }
+}
+
+/**
+ * What the Received field of a submitted message says of its client (operations/submit-message.ts):
+ * the EHLO name, the address, the protocol (ESMTPSA: EHLO, TLS, AUTH) and the TLS version and
+ * cipher. Nothing of the credentials.
+ */
+function traceOf(session: SMTPServerSession): SubmissionTrace {
+  const tls = session.tlsOptions as { version?: unknown; standardName?: unknown; name?: unknown } | false | undefined;
+  const cipher = tls ? String(tls.standardName ?? tls.name ?? '') : '';
+  return {
+    ehlo: session.hostNameAppearsAs || '',
+    address: session.remoteAddress,
+    protocol: session.transmissionType,
+    tls: tls ? { version: String(tls.version ?? ''), cipher } : null,
+  };
 }
 
 /**

@@ -10,12 +10,12 @@ export interface BounceTarget {
   status: string;
   created_at: number;
   attempts: number;
-  /** the recipient's own variables (JSON), for the event */
-  variables: string | null;
   message_id: number;
   message_uid: string;
   unique_id: string;
   project_uid: string;
+  /** 1 when the message was accepted in sandbox mode */
+  sandbox: number;
   /** the accepted content (JSON): read for its recipient override */
   payload: string;
 }
@@ -33,10 +33,10 @@ export async function findBounceTarget(db: Tx, transmissionId: number): Promise<
       'transmissions.status',
       'transmissions.created_at',
       'transmissions.attempts',
-      'transmissions.variables',
       'messages.id as message_id',
       'messages.uid as message_uid',
       'messages.unique_id',
+      'messages.sandbox',
       'projects.uid as project_uid',
       'messages.payload',
     ])

@@ -13,13 +13,15 @@ export interface CancellableMessage {
   id: number;
   uid: string;
   unique_id: string;
-  /** the accepted content (JSON): read for the global variables of the events */
+  /** 1 when the message was accepted in sandbox mode */
+  sandbox: number;
+  /** the accepted content (JSON): read for the recipient override of the events */
   payload: string;
 }
 
 /** The project's message by uid or by id; undefined when it has none such. */
 export async function findProjectMessage(db: Tx, projectId: number, key: { uid?: string; id?: number }): Promise<CancellableMessage | undefined> {
-  let query = db.selectFrom('messages').select(['id', 'uid', 'unique_id', 'payload']).where('project_id', '=', projectId);
+  let query = db.selectFrom('messages').select(['id', 'uid', 'unique_id', 'sandbox', 'payload']).where('project_id', '=', projectId);
   if (key.id !== undefined) query = query.where('id', '=', key.id);
   if (key.uid !== undefined) query = query.where('uid', '=', key.uid);
   return query.executeTakeFirst();
@@ -28,7 +30,6 @@ export async function findProjectMessage(db: Tx, projectId: number, key: { uid?:
 export interface CancelledTransmission {
   id: number;
   recipient: string;
-  variables: string | null;
   attempts: number;
   created_at: number;
 }
@@ -60,7 +61,7 @@ export async function cancelWaitingTransmissions(
   if (input.recipients !== null) {
     query = query.where(sql<string>`lower(recipient)`, 'in', input.recipients.map((r) => r.toLowerCase()));
   }
-  return query.returning(['id', 'recipient', 'variables', 'attempts', 'created_at']).execute();
+  return query.returning(['id', 'recipient', 'attempts', 'created_at']).execute();
 }
 
 export interface TransmissionState {

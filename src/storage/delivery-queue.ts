@@ -309,6 +309,12 @@ export async function releaseTransmissions(trx: Tx, worker: string, ids: readonl
   return Number(result.numUpdatedRows);
 }
 
+/** The ids of the pending rows `worker` holds (LeaseJob.heldBy): a scan of the due index. */
+export async function transmissionsHeldBy(db: Tx, worker: string): Promise<number[]> {
+  const rows = await db.selectFrom('transmissions').select('id').where(sql<boolean>`status in ('queued', 'retry')`).where('locked_by', '=', worker).execute();
+  return rows.map((r) => Number(r.id));
+}
+
 /** The attempts of one transmission, oldest first (tests, get_message_transmissions details). */
 export async function listAttempts(db: Tx, transmissionId: number) {
   return db.selectFrom('attempts').selectAll().where('transmission_id', '=', transmissionId).orderBy('id').execute();

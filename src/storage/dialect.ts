@@ -36,6 +36,17 @@ export interface StoreDialect {
    * Absent where acceptance is one unit of store.write (SQLite in memory, or without WAL).
    */
   insertMessageWithTransmissions?(message: MessageRow, transmissions: readonly AcceptedTransmission[]): Promise<number | null>;
+  /**
+   * The connection pool's counts now: connections open (total), of them idle, and callers waiting
+   * for one (PostgreSQL). Absent on SQLite: one connection per store (and one per acceptance
+   * thread), nobody waits for it (a writer waits for the write lock, which the store bounds).
+   */
+  poolStats?(): { total: number; idle: number; waiting: number };
+  /**
+   * The handle migrations run on, where db bounds each statement's wait (PostgreSQL,
+   * --db-timeout-ms): a migration may rewrite a large table. Absent: db.
+   */
+  readonly migrationDb?: Kysely<Database>;
   /** Cross-process wake-ups (PostgreSQL LISTEN/NOTIFY). Absent where one process owns the file. */
   notify?(channel: string): Promise<void>;
   listen?(channel: string, onNotify: () => void): Promise<() => Promise<void>>;

@@ -89,6 +89,12 @@ export async function claimDueMailboxRows(
     .execute();
 }
 
+/** The ids of the mailboxes `worker` holds (LeaseJob.heldBy). */
+export async function mailboxesHeldBy(db: Tx, worker: string): Promise<number[]> {
+  const rows = await db.selectFrom('mailboxes').select('id').where('locked_by', '=', worker).execute();
+  return rows.map((r) => Number(r.id));
+}
+
 /** Moves the leases `worker` still holds to `lockedUntil`; returns how many. */
 export async function extendMailboxLeases(db: Tx, ids: readonly number[], worker: string, lockedUntil: number): Promise<number> {
   if (ids.length === 0) return 0;

@@ -46,7 +46,7 @@ export interface MessageSearchPage {
   next: MessageCursor | null;
 }
 
-const COLUMNS = ['m.id', 'm.project_id', 'm.uid', 'm.unique_id', 'm.template', 'm.subject', 'm.from_address', 'm.recipient_count', 'm.deliver', 'm.created_at'] as const;
+const COLUMNS = ['m.id', 'm.project_id', 'm.uid', 'm.unique_id', 'm.template', 'm.subject', 'm.from_address', 'm.recipient_count', 'm.deliver', 'm.created_at', 'm.send_at', 'm.sandbox'] as const;
 
 function escapeLike(text: string): string {
   return text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`);
@@ -226,23 +226,48 @@ export interface WebhookDeliveryRow {
   created_at: number;
   /** the payload of the event the request carries (its recipient is shown beside it) */
   event_payload: string;
+  /** the project of the endpoint the request went to; null for an account-wide one (or one since deleted) */
+  webhook_project_id: number | null;
+}
+
+/**
+ * The events of a recipient whose address starts with `prefix` (case-insensitively, as the copies'
+ * filter): their payload, written by JSON.stringify (domain/events.ts), holds
+ * `"recipient":"<address>`. A superset: a variable named recipient holding such a value matches
+ * too, so the reader checks each row's own recipient (operations/message-views.ts).
+ */
+function recipientInPayloadPattern(prefix: string): string {
+  return `%${escapeLike(`"recipient":${JSON.stringify(prefix.toLowerCase()).slice(0, -1)}`)}%`;
 }
 
 /**
  * One page of the webhook deliveries (outbound requests) of the events that report this message,
  * oldest first, by keyset on the request's id: events_message (migration 160) finds the message's
  * events, outbound_requests_event (migration 210) their requests; nothing else of either table is
- * read, and a page holds at most `limit` rows however many a message caused.
+ * read, and a page holds at most `limit` rows however many a message caused. With a recipient
+ * prefix, only the message's own events are matched against it (their payloads, read through the
+ * same index seek).
  */
-export async function listMessageWebhookDeliveries(db: Tx, q: { messageId: number; afterId: number | null; limit: number }): Promise<WebhookDeliveryRow[]> {
+export async function listMessageWebhookDeliveries(
+  db: Tx,
+  q: { messageId: number; afterId: number | null; recipientPrefix: string | null; limit: number },
+): Promise<WebhookDeliveryRow[]> {
   let query = db
     .selectFrom('outbound_requests as o')
     .innerJoin('events as e', 'e.id', 'o.event_id')
-    .select(['o.id', 'o.event_type', 'o.url', 'o.state', 'o.attempts', 'o.last_status_code', 'o.last_error', 'o.created_at', 'e.payload as event_payload'])
+    .leftJoin('webhooks as w', 'w.id', 'o.webhook_id')
+    .select(['o.id', 'o.event_type', 'o.url', 'o.state', 'o.attempts', 'o.last_status_code', 'o.last_error', 'o.created_at', 'e.payload as event_payload', 'w.project_id as webhook_project_id'])
     .where('e.message_id', '=', q.messageId);
   if (q.afterId !== null) query = query.where('o.id', '>', q.afterId);
+  if (q.recipientPrefix !== null) query = query.where(sql<SqlBool>`lower(e.payload) like ${recipientInPayloadPattern(q.recipientPrefix)} escape '\\'`);
   const rows = await query.orderBy('o.id').limit(q.limit).execute();
-  return rows.map((r) => ({ ...r, id: Number(r.id), attempts: Number(r.attempts), created_at: Number(r.created_at) }));
+  return rows.map((r) => ({
+    ...r,
+    id: Number(r.id),
+    attempts: Number(r.attempts),
+    created_at: Number(r.created_at),
+    webhook_project_id: r.webhook_project_id === null ? null : Number(r.webhook_project_id),
+  }));
 }
 
 /** Counts per bucket of a transmissions timestamp column, for one project, within [startMs, endMs). */
@@ -294,13 +319,24 @@ export async function countEventBuckets(
 }
 
 /** The project's queue now: copies queued and retrying, and the oldest due time among them. */
-export async function summariseQueue(db: Tx, projectId: number): Promise<Array<{ status: string; count: number; oldest_due: number | null }>> {
+export async function summariseQueue(db: Tx, projectId: number, now: number): Promise<Array<{ status: string; count: number; oldest_due: number | null; next_scheduled: number | null }>> {
+  // A waiting copy is due once next_attempt_at has come; one still ahead (send_at, a retry's time) is scheduled.
   const rows = await db
     .selectFrom('transmissions')
-    .select(['status', sql<number>`count(*)`.as('count'), sql<number | null>`min(next_attempt_at)`.as('oldest_due')])
+    .select([
+      'status',
+      sql<number>`count(*)`.as('count'),
+      sql<number | null>`min(case when next_attempt_at <= ${now} then next_attempt_at end)`.as('oldest_due'),
+      sql<number | null>`min(case when next_attempt_at > ${now} then next_attempt_at end)`.as('next_scheduled'),
+    ])
     .where('status', 'in', ['queued', 'retry'])
     .where('project_id', '=', projectId)
     .groupBy('status')
     .execute();
-  return rows.map((r) => ({ status: r.status, count: Number(r.count), oldest_due: r.oldest_due === null ? null : Number(r.oldest_due) }));
+  return rows.map((r) => ({
+    status: r.status,
+    count: Number(r.count),
+    oldest_due: r.oldest_due === null ? null : Number(r.oldest_due),
+    next_scheduled: r.next_scheduled === null ? null : Number(r.next_scheduled),
+  }));
 }

@@ -21,7 +21,7 @@ export type { AcceptedCopy } from './transmissions.ts';
 
 const INSERT_MESSAGE = new CompiledInsert(
   'messages',
-  ['project_id', 'uid', 'unique_id', 'template', 'subject', 'from_address', 'recipient_count', 'deliver', 'created_at', 'payload'],
+  ['project_id', 'uid', 'unique_id', 'template', 'subject', 'from_address', 'recipient_count', 'deliver', 'created_at', 'send_at', 'sandbox', 'payload'],
   true,
 );
 
@@ -74,9 +74,8 @@ export async function storeAcceptedMessage(
 ): Promise<{ id: number } | Duplicate> {
   const message: MessageRow = withFields(acceptance.message, { recipient_count: acceptance.copies.length });
   const rows = acceptedTransmissionRows(message, acceptance.copies, acceptance.dueAt);
-  const oneStatement = store.dialect.insertMessageWithTransmissions;
-  if (oneStatement && !alongside) {
-    const id = await oneStatement(message, rows);
+  if (store.acceptsApart && !alongside) {
+    const id = await store.acceptMessage(message, rows);
     return id === null ? { duplicate: true } : { id };
   }
   try {
@@ -113,6 +112,20 @@ export async function readMessagesForDelivery(db: Tx, ids: readonly number[]) {
   return (await db.executeQuery(query)).rows;
 }
 
+/**
+ * What an event names of one message, without its payload (a transmission failed for the deaths
+ * of its holders, domain/holder-deaths.ts: its payload may be what killed them): uid, unique id,
+ * project and account, and whether it was accepted in sandbox mode. Undefined when the message is gone.
+ */
+export async function readMessageSubject(db: Tx, id: number) {
+  return db
+    .selectFrom('messages')
+    .innerJoin('projects', 'projects.id', 'messages.project_id')
+    .select(['messages.id as id', 'messages.uid as uid', 'messages.unique_id as unique_id', 'messages.sandbox as sandbox', 'projects.uid as project_uid', 'projects.account_id as account_id'])
+    .where('messages.id', '=', id)
+    .executeTakeFirst();
+}
+
 /** The statement of readMessagesForDelivery for `count` ids (a power of two), by count. */
 const MESSAGES_FOR_DELIVERY = new Map<number, ReturnType<typeof messagesForDelivery>>();
 const messagesForDelivery = (count: number) =>
@@ -126,6 +139,7 @@ const messagesForDelivery = (count: number) =>
         'messages.unique_id as unique_id',
         'messages.project_id as project_id',
         'messages.created_at as created_at',
+        'messages.sandbox as sandbox',
         'messages.payload as payload',
         'projects.uid as project_uid',
         'projects.account_id as account_id',

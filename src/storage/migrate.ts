@@ -30,7 +30,7 @@ class DirectoryProvider implements MigrationProvider {
 /** Applies every pending migration; returns the names applied. */
 export async function migrateToLatest(dialect: StoreDialect): Promise<string[]> {
   const migrator = new Migrator({
-    db: dialect.db,
+    db: dialect.migrationDb ?? dialect.db,
     provider: new DirectoryProvider(dialect),
     migrationTableName: 'posthorn_migrations',
     migrationLockTableName: 'posthorn_migrations_lock',

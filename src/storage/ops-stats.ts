@@ -104,7 +104,7 @@ export async function pingDatabase(db: Tx): Promise<void> {
     return;
   }
   const { rows } = await sql<{ read_only: string }>`select current_setting('transaction_read_only') as read_only`.execute(db);
-  if (rows[0]?.read_only === 'on') throw new StoreUnavailableError('database read-only: transaction_read_only is on (a standby, or default_transaction_read_only)');
+  if (rows[0]?.read_only === 'on') throw new StoreUnavailableError('database read-only: transaction_read_only is on (a standby, or default_transaction_read_only)', { reason: 'database read-only' });
 }
 
 const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');

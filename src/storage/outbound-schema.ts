@@ -40,12 +40,20 @@ export interface OutboundRequestsTable {
   next_attempt_at: number;
   locked_by: string | null;
   locked_until: number | null;
+  /** deaths of its holders in a row (migration 270, domain/holder-deaths.ts); 0 once an attempt is recorded */
+  holder_deaths: Generated<number>;
   last_status_code: number | null;
   last_error: string | null;
   created_at: number;
   updated_at: number;
   delivered_at: number | null;
   failed_at: number | null;
+  /**
+   * A webhook request of an event (migration 300): the transmission whose variables, with its
+   * message's global ones under them, the dispatcher adds to `body` as `variables` when it posts.
+   * Null: `body` is sent as stored (postbacks, test events, requests written before).
+   */
+  variables_of: number | null;
   body: string;
 }
 

@@ -1,6 +1,8 @@
 // The outbound request queue (webhooks and postbacks) and its attempts. A request is claimed with
 // one UPDATE ... RETURNING that sets the lease: while claimed, next_attempt_at is the lease expiry,
 // so a crashed dispatcher's rows simply become due again. Finishes are guarded by the lease.
+// Requests whose holders died twice in a row (holder_deaths >= 2, domain/holder-deaths.ts) are
+// never claimed with others: claimDueOutbound with `suspects` takes one, by its own partial index.
 import { sql } from 'kysely';
 import type { OutboundAttempt, OutboundRequest, OutboundRequestsTable } from './outbound-schema.ts';
 import type { Insertable } from 'kysely';
@@ -21,6 +23,8 @@ export function webhookRequestRow(r: {
   eventKey: string;
   eventType: string;
   body: string;
+  /** the transmission whose variables the dispatcher adds to `body` (outbound-schema.ts), or null */
+  variablesOf?: number | null;
   now: number;
 }): NewOutboundRow {
   return {
@@ -38,6 +42,7 @@ export function webhookRequestRow(r: {
     next_attempt_at: r.now,
     created_at: r.now,
     updated_at: r.now,
+    variables_of: r.variablesOf ?? null,
     body: r.body,
   };
 }
@@ -54,10 +59,13 @@ export async function insertOutboundMany(db: Tx, rows: NewOutboundRow[]): Promis
   }
 }
 
-/** Claims up to `limit` due pending requests for `worker` until `leaseUntil`. */
+/**
+ * Claims up to `limit` due pending requests for `worker` until `leaseUntil`: those whose holders
+ * died less than twice in a row, or with `suspects` only the others (the caller asks for one).
+ */
 export async function claimDueOutbound(
   db: Tx,
-  opts: { worker: string; now: number; leaseUntil: number; limit: number },
+  opts: { worker: string; now: number; leaseUntil: number; limit: number; suspects?: boolean },
 ): Promise<OutboundRequest[]> {
   // The due rows are picked once, in a MATERIALIZED CTE: as a plain `IN (subquery)` PostgreSQL may
   // run the subquery again per row (a SubPlan), see the rows this very UPDATE already moved out of
@@ -70,6 +78,8 @@ export async function claimDueOutbound(
           .selectFrom('outbound_requests')
           .select('id')
           .where('state', '=', 'pending')
+          // A literal, as the partial index outbound_requests_suspect says it (2 is SUSPECT_AFTER_DEATHS).
+          .where(sql.raw<boolean>(opts.suspects ? 'holder_deaths >= 2' : 'holder_deaths < 2'))
           .where('next_attempt_at', '<=', opts.now)
           .orderBy('next_attempt_at')
           .orderBy('id')
@@ -92,17 +102,21 @@ export async function claimDueOutbound(
   return rows.map(normalise);
 }
 
-/** Extends the leases `worker` holds on pending requests (the runner renews while they are posted). */
-export async function renewOutboundLeases(db: Tx, worker: string, ids: readonly number[], leaseUntil: number): Promise<number> {
-  if (ids.length === 0) return 0;
-  const result = await db
+/**
+ * Extends the leases `worker` holds on pending requests (the runner renews while they are posted);
+ * answers the ids extended: those `worker` still holds (the lease runner's fence).
+ */
+export async function renewOutboundLeases(db: Tx, worker: string, ids: readonly number[], leaseUntil: number): Promise<number[]> {
+  if (ids.length === 0) return [];
+  const rows = await db
     .updateTable('outbound_requests')
     .set({ locked_until: leaseUntil, next_attempt_at: leaseUntil })
     .where('id', 'in', ids)
     .where('locked_by', '=', worker)
     .where('state', '=', 'pending')
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows);
+    .returning('id')
+    .execute();
+  return rows.map((r) => Number(r.id));
 }
 
 /**
@@ -119,6 +133,12 @@ export async function releaseOutbound(db: Tx, worker: string, ids: readonly numb
     .where('state', '=', 'pending')
     .executeTakeFirst();
   return Number(result.numUpdatedRows);
+}
+
+/** The ids of the pending requests `worker` holds (LeaseJob.heldBy). */
+export async function outboundHeldBy(db: Tx, worker: string): Promise<number[]> {
+  const rows = await db.selectFrom('outbound_requests').select('id').where('state', '=', 'pending').where('locked_by', '=', worker).execute();
+  return rows.map((r) => Number(r.id));
 }
 
 export interface OutboundFinish {
@@ -142,6 +162,8 @@ export async function finishOutbound(db: Tx, f: OutboundFinish): Promise<boolean
       next_attempt_at: f.nextAttemptAt,
       locked_by: null,
       locked_until: null,
+      // An attempt recorded: a process worked the request and lived.
+      holder_deaths: 0,
       last_status_code: f.statusCode,
       last_error: f.error,
       url: f.url,
@@ -255,7 +277,7 @@ export async function requeueFailedOutbound(db: Tx, accountId: number, ids: read
   if (ids.length === 0) return [];
   const rows = await db
     .updateTable('outbound_requests')
-    .set({ state: 'pending', next_attempt_at: now, attempts: 0, created_at: now, failed_at: null, updated_at: now })
+    .set({ state: 'pending', next_attempt_at: now, attempts: 0, holder_deaths: 0, created_at: now, failed_at: null, updated_at: now })
     .where('account_id', '=', accountId)
     .where('state', '=', 'failed')
     .where('id', 'in', ids)
@@ -274,9 +296,11 @@ function normalise(r: OutboundRequest): OutboundRequest {
     webhook_id: r.webhook_id === null ? null : Number(r.webhook_id),
     event_id: r.event_id === null ? null : Number(r.event_id),
     next_attempt_at: Number(r.next_attempt_at),
+    holder_deaths: Number(r.holder_deaths),
     created_at: Number(r.created_at),
     updated_at: Number(r.updated_at),
     delivered_at: r.delivered_at === null ? null : Number(r.delivered_at),
     failed_at: r.failed_at === null ? null : Number(r.failed_at),
+    variables_of: r.variables_of === null || r.variables_of === undefined ? null : Number(r.variables_of),
   };
 }

@@ -12,7 +12,7 @@ import type { Store, Tx } from './store.ts';
 /** A message row without its payload (listings never read the payload). */
 export type MessageSummary = Omit<Message, 'payload'>;
 
-const MESSAGE_COLUMNS = ['id', 'project_id', 'uid', 'unique_id', 'template', 'subject', 'from_address', 'recipient_count', 'deliver', 'created_at'] as const;
+const MESSAGE_COLUMNS = ['id', 'project_id', 'uid', 'unique_id', 'template', 'subject', 'from_address', 'recipient_count', 'deliver', 'created_at', 'send_at', 'sandbox'] as const;
 
 export async function findMessageByUid(db: Tx, projectId: number, uid: string): Promise<MessageSummary | undefined> {
   return db.selectFrom('messages').select(MESSAGE_COLUMNS).where('project_id', '=', projectId).where('uid', '=', uid).executeTakeFirst();

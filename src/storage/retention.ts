@@ -4,6 +4,8 @@
 //
 // What is never deleted, whatever its age:
 // - a message with a transmission still live (queued or retry): it is purged once it is final;
+// - a message one of whose transmissions a pending webhook request takes its variables from
+//   (outbound_requests.variables_of, migration 300): it is purged once the request is settled;
 // - an event not yet fanned out to webhooks (dispatched_at null);
 // - an outbound request still pending, and a postback that an inbound email row refers to (that
 //   row is what keeps the email from being posted twice, docs/mailboxes.md).
@@ -44,6 +46,9 @@ export async function purgeMessagesBatch(trx: Tx, scope: PurgeScope & { projectI
     .select('id')
     .where('project_id', '=', scope.projectId)
     .where('created_at', '<', scope.cutoff)
+    // A scheduled message's retention counts from its send_at (never before acceptance): the range
+    // on created_at still walks messages_project_created; send_at only filters what it finds.
+    .where((eb) => eb.or([eb('send_at', 'is', null), eb('send_at', '<', scope.cutoff)]))
     .where((eb) =>
       eb.not(
         eb.exists(
@@ -52,6 +57,20 @@ export async function purgeMessagesBatch(trx: Tx, scope: PurgeScope & { projectI
             .select(sql`1`.as('live'))
             .whereRef('transmissions.message_id', '=', 'messages.id')
             .where(sql<boolean>`status in ('queued', 'retry')`),
+        ),
+      ),
+    )
+    .where((eb) =>
+      eb.not(
+        eb.exists(
+          // outbound_requests_variables (migration 300) holds exactly these requests: the literal
+          // predicate lets SQLite use the partial index.
+          eb
+            .selectFrom('transmissions as t')
+            .innerJoin('outbound_requests as o', 'o.variables_of', 't.id')
+            .select(sql`1`.as('waiting'))
+            .whereRef('t.message_id', '=', 'messages.id')
+            .where(sql<boolean>`o.state = 'pending' and o.variables_of is not null`),
         ),
       ),
     )

@@ -1,7 +1,7 @@
 // Row types of every table, as Kysely sees them. Every *_at column is epoch milliseconds (an
 // integer; bigint on PostgreSQL, parsed back to a JS number). Booleans are stored as 0/1 integers
 // so both dialects read them the same way. JSON is stored as text and parsed by the owning module.
-import type { Generated, Insertable, Kysely, Selectable, Updateable } from 'kysely';
+import type { ColumnType, Generated, Insertable, Kysely, Selectable, Updateable } from 'kysely';
 
 export interface AccountsTable {
   id: Generated<number>;
@@ -72,6 +72,17 @@ export interface MessagesTable {
   /** 0 when send_message said deliver: false */
   deliver: number;
   created_at: number;
+  /**
+   * when a message scheduled with send_at is due (ms), later than created_at; null when it was due
+   * at acceptance (migration 280)
+   */
+  send_at: number | null;
+  /**
+   * 1 when the message was accepted in sandbox mode (its project's `sandbox` setting then): its
+   * copies are answered by the sandbox adapter, whatever the setting is when they are due; 0 for
+   * real mail (migration 310, docs/sandbox.md). Left out of an insert: 0.
+   */
+  sandbox: ColumnType<number, number | undefined, number>;
   /**
    * JSON of everything needed to compose the mail, frozen at acceptance (see domain/README.md,
    * "accepted content"): later template edits never change it. Kept last: listings never read it.

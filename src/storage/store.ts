@@ -14,8 +14,8 @@ import { isPostgresUrl } from '../domain/database-url.ts';
 import { WriteLockBusyError, type StoreDialect } from './dialect.ts';
 import { withDeferredEvents } from './events.ts';
 import { migrateToLatest } from './migrate.ts';
-import type { Database, Tx } from './schema.ts';
-import { BUSY_TIMEOUT_MS, openSqlite, sqliteFileFrom } from './dialects/sqlite.ts';
+import type { AcceptedTransmission, Database, MessageRow, Tx } from './schema.ts';
+import { BUSY_TIMEOUT_MS, LOCKED, openSqlite, sqliteFileFrom } from './dialects/sqlite.ts';
 
 export type { Tx } from './schema.ts';
 
@@ -40,6 +40,8 @@ export class Store {
   private lockedTries = 0;
   private readonly inflight = new Set<Promise<unknown>>();
   private closed = false;
+  private unwritable: StoreUnavailableError | null = null;
+  private probing: Promise<void> | null = null;
 
   /**
    * The dialect stays inside storage/ (docs/decisions/0001-storage.md): code outside it asks the
@@ -70,18 +72,77 @@ export class Store {
 
   /** The connection pool's counts, where the dialect has a pool that reports them. */
   poolStats(): { total: number; idle: number; waiting: number } | undefined {
-    return (this.dialect as { poolStats?: () => { total: number; idle: number; waiting: number } }).poolStats?.();
+    return this.dialect.poolStats?.();
   }
 
   write<T>(fn: (trx: Tx) => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new Error('store is closed'));
     if (!this.dialect.groupCommit) {
       // The unit's events are inserted together when fn returns, before the COMMIT (events.ts).
-      return this.track(
+      return this.watch(this.track(
         this.db.transaction().execute((trx) => withDeferredEvents(trx, fn)),
-      );
+      ));
     }
-    return this.joinGroup(fn);
+    return this.watch(this.joinGroup(fn));
+  }
+
+  /**
+   * Whether acceptMessage writes a message and its transmissions in one statement or thread of
+   * the dialect's own (dialect.ts insertMessageWithTransmissions) rather than as a unit of write().
+   */
+  get acceptsApart(): boolean {
+    return this.dialect.insertMessageWithTransmissions !== undefined;
+  }
+
+  /**
+   * Writes an accepted message and its transmissions by the dialect's own path (acceptsApart);
+   * the message's id, or null when its (project_id, uid) is taken. A write like any other for the
+   * metrics (observability/metrics.ts) and for writeFailure.
+   */
+  acceptMessage(message: MessageRow, transmissions: readonly AcceptedTransmission[]): Promise<number | null> {
+    const insert = this.dialect.insertMessageWithTransmissions;
+    if (!insert) return Promise.reject(new Error('this database accepts messages by write()'));
+    if (this.closed) return Promise.reject(new Error('store is closed'));
+    return this.watch(insert(message, transmissions));
+  }
+
+  /**
+   * The cause of the last write that failed because the database cannot write now (a full disk,
+   * the write lock held past its wait, a server away or read-only), until a write succeeds; null
+   * when the last one succeeded. A database that answers reads and cannot write is not ready
+   * (observability/readiness.ts), so /readyz and posthorn_database_up ask this as well as a ping.
+   */
+  get writeFailure(): StoreUnavailableError | null {
+    return this.unwritable;
+  }
+
+  /**
+   * After a write failed as unavailable, tries one small write (one at a time, however many ask)
+   * so that a process nobody writes through (a load balancer drained it) finds out that the
+   * database can write again; the failure that remains, or null.
+   */
+  async checkWritable(): Promise<StoreUnavailableError | null> {
+    if (this.unwritable === null || this.closed) return this.unwritable;
+    this.probing ??= this.write((trx) => sql`update posthorn_migrations set name = name where name = (select max(name) from posthorn_migrations)`.execute(trx))
+      .then(() => {}, () => {})
+      .finally(() => {
+        this.probing = null;
+      });
+    await this.probing;
+    return this.unwritable;
+  }
+
+  /** Records whether a write went through or failed as unavailable (writeFailure). */
+  private watch<T>(unit: Promise<T>): Promise<T> {
+    unit.then(
+      () => {
+        this.unwritable = null;
+      },
+      (error: unknown) => {
+        if (error instanceof StoreUnavailableError) this.unwritable = error;
+      },
+    );
+    return unit;
   }
 
   /**
@@ -92,7 +153,7 @@ export class Store {
    */
   writeStatement<T>(fn: (db: Tx) => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new Error('store is closed'));
-    return this.dialect.groupCommit ? this.joinGroup(fn) : this.track(fn(this.db));
+    return this.watch(this.dialect.groupCommit ? this.joinGroup(fn) : this.track(fn(this.db)));
   }
 
   /** Tracked so close() waits for it: ending the pool under a waiting transaction strands it. */
@@ -144,7 +205,7 @@ export class Store {
         locked = true;
         this.pending = group.concat(this.pending);
       } else {
-        const cause = error instanceof WriteLockBusyError ? new StoreUnavailableError(error.message, { cause: error }) : error;
+        const cause = error instanceof WriteLockBusyError ? new StoreUnavailableError(error.message, { cause: error, reason: LOCKED }) : error;
         for (const unit of group) unit.reject(cause);
       }
     } finally {
@@ -239,11 +300,11 @@ export { StoreUnavailableError };
  * commits empty the other's page cache, and they hand the write lock back and forth
  * (docs/decisions/0003-performance.md, "The acceptance thread").
  */
-export async function openStore(opts: { databaseUrl: string | null; data: string; dbPoolSize?: number; log?: Logger; acceptanceThread?: boolean }): Promise<Store> {
+export async function openStore(opts: { databaseUrl: string | null; data: string; dbPoolSize?: number; dbTimeoutMs?: number; log?: Logger; acceptanceThread?: boolean }): Promise<Store> {
   const url = opts.databaseUrl;
   if (url !== null && isPostgresUrl(url)) {
     const { openPostgres } = await import('./dialects/postgres.ts');
-    return new Store(await openPostgres(url, { poolSize: opts.dbPoolSize ?? 10, log: opts.log }));
+    return new Store(await openPostgres(url, { poolSize: opts.dbPoolSize ?? 10, timeoutMs: opts.dbTimeoutMs, log: opts.log }));
   }
   return new Store(openSqlite(sqliteFileFrom(url, opts.data), { acceptanceThread: opts.acceptanceThread ?? false }));
 }

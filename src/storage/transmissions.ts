@@ -84,11 +84,10 @@ export async function findTransmissionSubject(db: Tx, id: number) {
     .select([
       'transmissions.id as transmission_id',
       'transmissions.recipient',
-      'transmissions.variables',
       'messages.id as message_id',
       'messages.uid as message_uid',
       'messages.unique_id',
-      'messages.payload',
+      'messages.sandbox',
       'projects.id as project_id',
       'projects.uid as project_uid',
       'projects.account_id',
@@ -101,9 +100,38 @@ export async function findTransmissionSubject(db: Tx, id: number) {
 export async function listCompletedTransmissions(db: Tx, messageId: number) {
   return db
     .selectFrom('transmissions')
-    .select(['id', 'recipient', 'variables', 'result_code', 'result_message'])
+    .select(['id', 'recipient', 'result_code', 'result_message'])
     .where('message_id', '=', messageId)
     .where('status', '=', 'completed')
     .orderBy('id')
     .execute();
+}
+
+/**
+ * Makes a copy waiting to retry (status retry) due now (operations/retry-now.ts): one guarded
+ * UPDATE, so it and a worker's claim never both win. It takes the row only while no live lease
+ * holds it (a lease holds until locked_until, exclusive, as the claim reads it) and clears an
+ * expired one, as a cancel does (storage/cancellations.ts). Returns whether the row changed.
+ */
+export async function makeRetryDueNow(trx: Tx, input: { messageId: number; transmissionId: number; now: number }): Promise<boolean> {
+  const rows = await trx
+    .updateTable('transmissions')
+    .set({ next_attempt_at: input.now, updated_at: input.now, locked_by: null, locked_until: null })
+    .where('id', '=', input.transmissionId)
+    .where('message_id', '=', input.messageId)
+    .where('status', '=', 'retry')
+    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', input.now)]))
+    .returning('id')
+    .execute();
+  return rows.length > 0;
+}
+
+/** A copy's status and lease, when it is a copy of that message. */
+export async function findCopyState(db: Tx, messageId: number, transmissionId: number) {
+  return db
+    .selectFrom('transmissions')
+    .select(['id', 'recipient', 'status', 'locked_until'])
+    .where('id', '=', transmissionId)
+    .where('message_id', '=', messageId)
+    .executeTakeFirst();
 }

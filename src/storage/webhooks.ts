@@ -96,3 +96,20 @@ export async function findProjectUids(db: Tx, ids: readonly number[]): Promise<M
   const rows = await db.selectFrom('projects').select(['id', 'uid']).where('id', 'in', ids).execute();
   return new Map(rows.map((r) => [Number(r.id), r.uid]));
 }
+
+/**
+ * The transmissions whose variables webhook requests carry (outbound_requests.variables_of): each
+ * one's own variables (JSON) and its message. A transmission purged since is not among them.
+ */
+export async function findVariablesOfTransmissions(db: Tx, ids: readonly number[]): Promise<Array<{ id: number; message_id: number; variables: string | null }>> {
+  if (ids.length === 0) return [];
+  const rows = await db.selectFrom('transmissions').select(['id', 'message_id', 'variables']).where('id', 'in', ids).execute();
+  return rows.map((r) => ({ id: Number(r.id), message_id: Number(r.message_id), variables: r.variables }));
+}
+
+/** Messages' accepted payloads (JSON), by id: read for their global variables. */
+export async function findMessagePayloads(db: Tx, ids: readonly number[]): Promise<Map<number, string>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db.selectFrom('messages').select(['id', 'payload']).where('id', 'in', ids).execute();
+  return new Map(rows.map((r) => [Number(r.id), r.payload]));
+}

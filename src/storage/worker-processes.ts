@@ -10,7 +10,8 @@
 //   slow) wins, and nothing is released; a heartbeat that comes after finds its row gone and knows
 //   its claims were taken (workers/process-registry.ts).
 // - Releasing only touches rows still locked_by a dead id: a row the dead process never finished
-//   becomes due again with no attempt charged, its holder_deaths counted (domain/holder-deaths.ts):
+//   becomes due again with no attempt charged (an outbound request keeps the attempt its claim
+//   charged: it may have been posted), its holder_deaths counted (domain/holder-deaths.ts):
 //   after its first death at the front of the queue (next attempt = its creation: it was already
 //   being worked on, and must not wait behind the backlog queued since), after more behind what is
 //   due; and a finish arriving late from a process wrongly presumed dead fails its lease guard and
@@ -94,9 +95,17 @@ export async function releaseClaimsOf(db: Tx, dead: readonly DeadProcess[], now:
     }))
     .where('locked_by', 'in', ids)
     .executeTakeFirst();
+  // Outbound requests alike (domain/holder-deaths.ts): a request that kills its worker must not do
+  // so for ever either.
   const outbound = await db
     .updateTable('outbound_requests')
-    .set({ locked_by: null, locked_until: null, next_attempt_at: earlier('created_at', now), updated_at: now })
+    .set((eb) => ({
+      locked_by: null,
+      locked_until: null,
+      holder_deaths: eb('holder_deaths', '+', 1),
+      next_attempt_at: sql<number>`case when holder_deaths = 0 then ${earlier('created_at', now)} else ${now + SUSPECT_DELAY_MS} end`,
+      updated_at: now,
+    }))
     .where('locked_by', 'in', ids)
     .where('state', '=', 'pending')
     .executeTakeFirst();

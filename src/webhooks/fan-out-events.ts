@@ -5,7 +5,9 @@
 //   match     the account's active endpoints: same account, the project (or account-wide), the
 //             event type, and created before the event (an endpoint hears of what happens after
 //             it exists, not of the backlog before it)
-//   enqueue   one request per match, its body built here (docs/webhooks.md), signed at send time
+//   enqueue   one request per match, its body built here (docs/webhooks.md) but for the event's
+//             `variables`, which the dispatcher adds when it posts (variables_of: the event's
+//             transmission), and signed at send time
 //
 // Never in delivery's transaction: delivery writes exactly one events row per outcome and nothing
 // more. The requests are posted by the dispatch job (dispatch-outbound.ts), woken on 'outbound'.
@@ -65,7 +67,12 @@ function endpointWants(hook: Webhook, event: ClaimedEvent): boolean {
   return wanted.includes(event.type);
 }
 
-/** The request of one endpoint for one event: the body an endpoint receives (docs/webhooks.md). */
+/**
+ * The request of one endpoint for one event: the body an endpoint receives (docs/webhooks.md) but
+ * for its `variables`. Those are added when it is posted, from the message and the transmission
+ * (variables_of), so the message's global variables are stored once, not once per recipient and
+ * endpoint (domain/events.ts). An event written before that holds its variables: they stay in the body.
+ */
 function requestFor(hook: Webhook, event: ClaimedEvent, projects: Map<number, string>, now: number): NewOutboundRow {
   let payload: Record<string, unknown> = {};
   try {
@@ -82,5 +89,17 @@ function requestFor(hook: Webhook, event: ClaimedEvent, projects: Map<number, st
     occurred_at: formatIsoTime(event.created_at),
     ...rest,
   });
-  return webhookRequestRow({ accountId: event.account_id, projectId: event.project_id, webhookId: Number(hook.id), url: hook.url, eventId: event.id, eventKey: eventIdOf(event.id), eventType: event.type, body, now });
+  const variablesOf = 'variables' in payload || typeof payload.transmission_id !== 'number' ? null : payload.transmission_id;
+  return webhookRequestRow({
+    accountId: event.account_id,
+    projectId: event.project_id,
+    webhookId: Number(hook.id),
+    url: hook.url,
+    eventId: event.id,
+    eventKey: eventIdOf(event.id),
+    eventType: event.type,
+    body,
+    variablesOf,
+    now,
+  });
 }

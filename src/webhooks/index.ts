@@ -2,7 +2,7 @@
 // fan-out (fan-out-events.ts: events -> webhook requests, a sweep) and the dispatch of every due
 // outbound request, webhooks and mailbox postbacks alike (dispatch-outbound.ts, a leased job).
 // docs/webhooks.md describes what endpoints receive.
-import type { BackgroundFactory, BackgroundService, Services } from '../services.ts';
+import type { BackgroundFactory, BackgroundService, ProcessLiveness, Services } from '../services.ts';
 import { hasUndispatchedEvents } from '../storage/events.ts';
 import { hasDueOutbound } from '../storage/outbound.ts';
 import { createDispatchWorker } from './dispatch-outbound.ts';
@@ -13,9 +13,9 @@ export interface OutboundDispatcher extends BackgroundService {
   drain(): Promise<void>;
 }
 
-export function createOutboundDispatcher(services: Services, workerId?: string): OutboundDispatcher {
+export function createOutboundDispatcher(services: Services, workerId?: string, liveness?: ProcessLiveness): OutboundDispatcher {
   const fanOut = createFanOutJob(services);
-  const dispatch = createDispatchWorker(services, workerId);
+  const dispatch = createDispatchWorker(services, workerId, liveness);
   let stopped = false;
   return {
     name: 'webhooks',
@@ -40,4 +40,4 @@ export function createOutboundDispatcher(services: Services, workerId?: string):
   };
 }
 
-export const createWebhookDispatcher: BackgroundFactory = (services, process) => createOutboundDispatcher(services, process?.workerId);
+export const createWebhookDispatcher: BackgroundFactory = (services, process) => createOutboundDispatcher(services, process?.workerId, process?.liveness);

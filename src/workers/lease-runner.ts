@@ -19,9 +19,15 @@
 //             decide, so a process that stalled past them (presumed dead by a process on another
 //             host, or past its leases) sends none of what was taken from it meanwhile
 //   wake      on the job's store.wake channel (NOTIFY on PostgreSQL), and a poll for what comes due
-//   outage    a lost database pauses claims, spaced out (workers/outage.ts), and resumes them
-//   stop      no new claims; the units at work get a bounded grace (and a stop signal: a mailbox
-//             session ends on it); pending finishes are flushed; what is still held is given back
+//   outage    a lost database pauses claims, spaced out (workers/outage.ts), and resumes them;
+//             a claim that failed may still have been written (its answer lost, not its
+//             statement), so the next claim first gives back what the database says this process
+//             holds and the runner does not (job.heldBy), due at once, not when the lease ends
+//   stop      no new claims, and no new step: the fence answers no to a unit that has not begun
+//             its send (UnitContext.stillHeld); the units at work get a bounded grace (and a stop
+//             signal: a mailbox session ends on it); pending finishes are flushed; what is still
+//             held, begun or not, is given back (due again at once), the log line naming it, and
+//             the work still under way is cut (job.stopped) and not recorded
 //
 // Every unit may be worked twice (a lease can end under slow work, a process can die between the
 // work and its finish): jobs make repeats harmless (fixed Message-IDs, event ids).
@@ -99,6 +105,11 @@ export interface LeaseJob<Unit, Finish> {
   confirm?(worker: string, ids: number[]): Promise<readonly number[]>;
   /** Gives back units still held at stop (due again at once). */
   release(worker: string, ids: number[]): Promise<unknown>;
+  /**
+   * The ids of the units the database says `worker` holds (one read). With it, the claim after a
+   * failed one gives back those the runner does not hold: a claim whose answer was lost.
+   */
+  heldBy?(worker: string): Promise<number[]>;
   /** A wake-up came (before the runner claims). */
   woken?(): void;
   /** The runner stopped: close the job's resources. */
@@ -113,6 +124,10 @@ interface Claim {
   life: number;
   /** found taken (released, claimed by another, or claimed again here): the fence says no */
   lost: boolean;
+  /** not started because the runner is stopping (the fence said no): given back at stop, due at once */
+  withheld?: true;
+  /** given back by stop() while still at work: its outcome is not recorded (the next holder works it) */
+  givenBack?: boolean;
   done: Promise<void>;
 }
 
@@ -150,6 +165,8 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
   private writing = 0;
   private finishTimer: NodeJS.Timeout | null = null;
   private claiming: Promise<void> | null = null;
+  /** a claim failed: it may have been written all the same (its answer lost in an outage) */
+  private claimUnsure = false;
   /** the last claim was full, or a wake-up came since: there may be more due units */
   private moreDue = true;
   private wokeDuringClaim = false;
@@ -241,8 +258,14 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
 
   /** UnitContext.stillHeld. */
   private async stillHeld(unit: Unit): Promise<boolean> {
-    if (!this.job.confirm) return true;
     const claim = this.claims.get(unit);
+    // A stopping runner starts nothing: what has not begun its step is given back (stop), so a
+    // deploy repeats nothing that was not already under way.
+    if (this.stopping) {
+      if (claim) claim.withheld = true;
+      return false;
+    }
+    if (!this.job.confirm) return true;
     // Each round confirms every claim held, so one is normally enough; after three that found this
     // one held, only the heartbeat is slow to be recorded (a loaded database): it is held.
     for (let round = 0; claim && !claim.lost; round++) {
@@ -307,10 +330,20 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
     clearTimeout(timer);
     this.flushFinishes();
     if (this.held.size > 0) {
-      // Give back what is still held so the next process need not wait for the leases. Work that
-      // completes after this may be repeated elsewhere: the job makes repeats harmless.
+      // Give back what is still held so the next process need not wait for the leases. The units
+      // still at work are cut short by the job's stopped() (the delivery closes its SMTP
+      // connections); whatever their work ends in is not recorded, here or anywhere: the next
+      // holder works them again, and this line is their record. Work cut off after its peer had
+      // it all (a message whose final reply had not come) is repeated: the job makes repeats
+      // harmless (fixed Message-IDs, event ids).
       const ids = this.heldIds();
-      this.log.warn({ job: this.name, held: ids.length }, 'stopped with work in flight; releasing it');
+      let atWork = 0;
+      for (const claim of this.claims.values()) {
+        claim.lost = true;
+        claim.givenBack = true;
+        atWork++;
+      }
+      this.log.warn({ job: this.name, held: ids.length, atWork, ids }, 'stopped with work in flight; releasing it (work cut off here is not recorded; it is done again by the next holder)');
       await this.job.release(this.workerId, ids).catch(() => {});
     }
     this.job.stopped?.();
@@ -367,10 +400,39 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
 
   private async claim(limit: number): Promise<Unit[]> {
     if (limit <= 0 || this.stopping) return [];
-    const from = this.services.clock.now();
-    const life = this.liveness?.lives() ?? 0;
-    const claimed = await this.job.claim(this.workerId, limit);
+    let claimed: Unit[];
+    try {
+      if (this.claimUnsure) await this.giveBackStrays();
+      const from = this.services.clock.now();
+      const life = this.liveness?.lives() ?? 0;
+      claimed = await this.job.claim(this.workerId, limit);
+      this.hold(claimed, from, life);
+    } catch (error) {
+      this.claimUnsure = true;
+      throw error;
+    }
     this.outage.succeeded();
+    return claimed;
+  }
+
+  /**
+   * After a failed claim: what the database says this process holds and the runner does not was
+   * claimed by a statement whose answer never came. Given back, due at once (claims are serialised:
+   * none is under way meanwhile).
+   */
+  private async giveBackStrays(): Promise<void> {
+    if (this.job.heldBy) {
+      const strays = (await this.job.heldBy(this.workerId)).filter((id) => !this.held.has(id));
+      if (strays.length > 0) {
+        await this.job.release(this.workerId, strays);
+        this.log.warn({ job: this.name, ids: strays }, 'claimed by a statement whose answer was lost; given back');
+      }
+    }
+    this.claimUnsure = false;
+  }
+
+  /** Holds what a claim took: its lease counts from `from`, its standing from `life`. */
+  private hold(claimed: Unit[], from: number, life: number): void {
     for (const unit of claimed) {
       const claim: Claim = { leaseFrom: from, life, lost: false, done: Promise.resolve() };
       const id = this.job.idOf(unit);
@@ -381,7 +443,6 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
       this.held.set(id, claim);
       this.claims.set(unit, claim);
     }
-    return claimed;
   }
 
   private launch(unit: Unit): Promise<void> {
@@ -390,7 +451,8 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
     this.working++;
     claim.done = this.workAndRecord(unit).finally(() => {
       this.claims.delete(unit);
-      if (this.held.get(id) === claim) this.held.delete(id);
+      // A withheld unit stays held until stop() gives it back.
+      if (this.held.get(id) === claim && !claim.withheld) this.held.delete(id);
       if (this.moreDue && !this.stopping) void this.fill();
     });
     return claim.done;
@@ -407,6 +469,17 @@ export class LeaseRunner<Unit, Finish> implements BackgroundService {
       return;
     } finally {
       this.working--;
+    }
+    if (this.claims.get(unit)?.withheld) {
+      // Not started (stopping): no finish; stop() gives it back, due again at once.
+      this.job.finished?.(unit, finish, false);
+      return;
+    }
+    if (this.claims.get(unit)?.givenBack) {
+      // stop() gave it back and said so: nothing to record (the next holder works it again).
+      this.log.info({ job: this.name, unit: this.job.idOf(unit) }, 'work given back at stop ended; not recorded');
+      this.job.finished?.(unit, finish, false);
+      return;
     }
     if (this.claims.get(unit)?.lost) {
       // Known taken (the fence said so, or this process claimed the unit again since): no finish,

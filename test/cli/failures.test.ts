@@ -237,6 +237,24 @@ describe('posthorn CLI failures and read-only commands', () => {
     assertOneLine(run(['serve', '--port', '0', '--tls-cert', missing, '--tls-key', key]), 1, /cannot read the --tls-cert file .*missing-cert\.pem: no such file; fix --tls-cert/);
   });
 
+  it('a truncated SQLite file is one line naming the file and the backup to restore it from', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-cli-damaged-'));
+    try {
+      const migrated = run(['migrate'], { POSTHORN_DATA: dir, POSTHORN_SECRET_KEY: 'damaged' });
+      assert.equal(migrated.code, 0, migrated.stderr);
+      const file = path.join(dir, 'posthorn.db');
+      // Cut short, as a copy interrupted by a full disk leaves it.
+      fs.truncateSync(file, Math.floor(fs.statSync(file).size / 3));
+      const escaped = file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      assertOneLine(run(['migrate'], { POSTHORN_DATA: dir, POSTHORN_SECRET_KEY: 'damaged' }), 1, new RegExp(`the SQLite database ${escaped} is damaged \\(SQLITE_CORRUPT: database disk image is malformed\\): stop the service and restore the file from a backup \\(docs/operations\\.md, "Backups"\\)`));
+      // Its first bytes gone too: not a database at all.
+      fs.writeFileSync(file, 'not a database at all, whatever its name');
+      assertOneLine(run(['migrate'], { POSTHORN_DATA: dir, POSTHORN_SECRET_KEY: 'damaged' }), 1, /is damaged \(SQLITE_NOTADB: file is not a database\): .*restore the file from a backup/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('an unreachable PostgreSQL is one line naming the URL without its password', async () => {
     // A port nothing listens on: taken and released.
     const probe = net.createServer();

@@ -86,6 +86,22 @@ describe('dashboard over HTTP', () => {
     assert.equal((await client.get('/accounts/someone-else')).status, 404);
   });
 
+  it('overview: a copy scheduled ahead is shown as next scheduled, never as due', async () => {
+    const later = await t.seed('later');
+    const { client: c } = await signedInClient(t, later.accountUid);
+    const sendAt = new Date(Date.now() + 86_400_000);
+    sendAt.setUTCMilliseconds(0);
+    const sent = await t.call('send_message', {
+      api_key: later.projectKey,
+      arguments: { recipients: ['a@later.example'], send_at: sendAt.toISOString(), headers: { subject: 's', from: 'x@later.example' }, content: { 'text/plain': 'x' } },
+    });
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    const page = await c.get('/');
+    assert.equal(page.status, 200);
+    assert.doesNotMatch(page.text, /oldest due/);
+    assert.ok(page.text.includes(`next scheduled <time datetime="${sendAt.toISOString()}">`), page.text.slice(page.text.indexOf('Queue now'), page.text.indexOf('Queue now') + 300));
+  });
+
   it('escapes the subject, recipient name, headers, text and filename of a message everywhere', async () => {
     const list = await client.get(`/messages?project=${seed.projectUid}`);
     assert.equal(list.status, 200);
@@ -233,8 +249,10 @@ describe('dashboard over HTTP', () => {
     const named = await client.post('/suppressions/add', { project: seed.projectUid, addresses: 'Ann Lee <ann@example.com>\r\n' });
     assert.match((await client.get(named.headers.get('location')!)).text, /Added: ann@example\.com/);
     const bad = await client.post('/suppressions/add', { project: seed.projectUid, addresses: 'kept-out@example.com\nnot an address' });
-    const notice = (await client.get(bad.headers.get('location')!)).text;
-    assert.match(notice, /not an address/);
+    // Refused: the page is answered again with what was typed (docs/dashboard.md, "Pages").
+    assert.equal(bad.status, 406);
+    const notice = bad.text;
+    assert.match(notice, /Not an address: line 2 \(“not an address”\)/);
     assert.match(notice, /Nothing was added/);
     const listed = await t.call('get_suppression_list', { api_key: seed.projectKey });
     assert.ok(!('kept-out@example.com' in listed.body.data));
@@ -357,7 +375,8 @@ describe('dashboard over HTTP', () => {
   });
 
   it('rotates a project key: the new key is shown once, the old one stops working', async () => {
-    const rotated = await client.post(`/projects/${seed.projectUid}/keys`, {});
+    await client.get(`/projects/${seed.projectUid}/keys/rotate`);
+    const rotated = await client.post(`/projects/${seed.projectUid}/keys/rotate`, {});
     assert.equal(rotated.status, 200);
     const key = /id="new-key" class="key" readonly value="([^"]+)"/.exec(rotated.text)![1];
     assert.equal((await t.call('get_account_info', { api_key: seed.projectKey })).status, 401);

@@ -1,13 +1,13 @@
 // One message as the dashboard, `posthorn message show` and the read API show it, on both
 // databases (docs/dashboard.md, "One message"; docs/cli.md, "Messages"; docs/api/reports.md):
 // - a send scheduled with send_at says when it is due (the message list, the message page, the
-//   CLI, get_message_transmissions), and the page cancels it (a POST with the session's CSRF token,
+//   CLI, get_message_transmissions, get_messages), and the page cancels it (a POST with the session's CSRF token,
 //   the operation of cancel_message);
 // - a send with recipient_override says where each copy really went (a local SMTP server sees the
 //   override in RCPT TO);
 // - a 1000-recipient message is shown 100 copies a page by keyset, every copy reachable (recipient
 //   201 too: its timeline, its MIME source, its content), filtered by address or its beginning, and
-//   its 1000 webhook deliveries 50 a page.
+//   its 1000 webhook deliveries 50 a page, filtered by the same recipient filter.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
@@ -86,8 +86,8 @@ describe('one message: schedule, cancel, recipient override, pages of recipients
     await sink?.close();
   });
 
-  it('shows when a scheduled message is due: the list, its page, the CLI and get_message_transmissions', async () => {
-    const due = new Date(scheduled.sendAt).toISOString().replace('T', ' ').replace(/\.\d{3}Z$/, 'Z');
+  it('shows when a scheduled message is due: the list, its page, the CLI, get_message_transmissions and get_messages', async () => {
+    const due = new Date(scheduled.sendAt).toISOString().replace('T', ' ').replace(/\.\d{3}Z$/, ' UTC');
     const list = await client.get(`/messages?project=${seed.projectUid}&uid=${scheduled.uid}`);
     assert.match(list.text, new RegExp(`scheduled for <time datetime="${new Date(scheduled.sendAt).toISOString()}"><bdi>${due}</bdi></time>`));
     const others = await client.get(`/messages?project=${seed.projectUid}&uid=${overridden.uid}`);
@@ -106,14 +106,22 @@ describe('one message: schedule, cancel, recipient override, pages of recipients
     assert.equal(found.messages[0].scheduled_for, new Date(scheduled.sendAt).toISOString());
 
     const report = await t.call('get_message_transmissions', { api_key: seed.projectKey, arguments: { uid: scheduled.uid } });
-    assert.equal(report.body.data.message.send_at, due.replace('Z', ''));
+    assert.equal(report.body.data.message.send_at, due.replace(' UTC', ''));
     const plain = await t.call('get_message_transmissions', { api_key: seed.projectKey, arguments: { uid: overridden.uid } });
     assert.equal(plain.body.data.message.send_at, null);
+    // get_messages says it too, as ISO-8601 like its created_at: the same instant.
+    const listed = (await t.call('get_messages', { api_key: seed.projectKey })).body.data;
+    assert.equal(listed[scheduled.uid].send_at, new Date(scheduled.sendAt).toISOString().replace('.000Z', 'Z'));
+    assert.equal(listed[overridden.uid].send_at, null);
+    assert.equal(listed[big.uid].send_at, null);
   });
 
   it('cancels a scheduled message from its page: a POST with the CSRF and form tokens, through cancel_message\'s operation', async () => {
     const page = await client.get(`/messages/${scheduled.id}`);
-    assert.match(page.text, new RegExp(`<form method="post" action="/messages/${scheduled.id}/cancel" class="cancel"><input type="hidden" name="_csrf" value="[^"]+"><input type="hidden" name="_form" value="[^"]+"><button type="submit" class="danger">Cancel the copy not sent yet</button></form>`));
+    assert.match(page.text, new RegExp(`<p class="cancel"><a class="button danger" href="/messages/${scheduled.id}/cancel">Cancel the copy not sent yet…</a></p>`));
+    // It asks first (docs/dashboard.md, "Confirmations"): the confirmation's form cancels.
+    const ask = await client.get(`/messages/${scheduled.id}/cancel`);
+    assert.match(ask.text, new RegExp(`<form method="post" action="/messages/${scheduled.id}/cancel" class="actions"><input type="hidden" name="_csrf" value="[^"]+"><input type="hidden" name="_form" value="[^"]+"><button type="submit" class="danger"><bdi>Cancel the copy</bdi></button>`));
     // Without the token nothing happens.
     const forged = await client.post(`/messages/${scheduled.id}/cancel`, {}, { csrf: false });
     assert.equal(forged.status, 403);
@@ -129,7 +137,8 @@ describe('one message: schedule, cancel, recipient override, pages of recipients
     assert.equal(done.headers.get('location'), `/messages/${scheduled.id}`);
     const after = await client.get(`/messages/${scheduled.id}`);
     assert.match(after.text, /<p class="notice ok" role="status"><bdi>Cancelled 1 copy: they end as failed \(CANCELLED\) and are not sent\.<\/bdi><\/p>/);
-    assert.doesNotMatch(after.text, /action="\/messages\/\d+\/cancel"/, 'nothing is left to cancel');
+    assert.doesNotMatch(after.text, /href="\/messages\/\d+\/cancel"/, 'nothing is left to cancel');
+    assert.match((await client.get(`/messages/${scheduled.id}/cancel`)).text, /there is nothing to cancel/);
     const report = await t.call('get_message_transmissions', { api_key: seed.projectKey, arguments: { uid: scheduled.uid } });
     assert.equal(report.body.data.transmissions['later@customer.example'].status, 'failed');
     assert.equal(report.body.data.transmissions['later@customer.example'].result_code, 'CANCELLED');
@@ -229,6 +238,48 @@ describe('one message: schedule, cancel, recipient override, pages of recipients
     const shown = JSON.parse(cli('message', 'show', big.uid, '--recipient', 'r099', '--json'));
     assert.deepEqual(shown.recipients.map((r: { recipient: string }) => r.recipient), Array.from({ length: 10 }, (_, i) => address(990 + i)));
     assert.equal(shown.next, null);
+  });
+
+  it('filters the webhook deliveries by the recipient filter of the page: an address or its beginning, case-insensitively, paged', async () => {
+    const recipientsOf = (text: string) => deliveryRows(text).map((r) => /<td><bdi>delivered<\/bdi><\/td><td><bdi>([^<]+)<\/bdi><\/td>/.exec(r)![1]);
+    const one = await client.get(`/messages/${big.id}?recipient=${encodeURIComponent('R0201@Null.postageapp.com')}`);
+    assert.deepEqual(recipientsOf(one.text), [address(201)]);
+    assert.match(one.text, /<input id="f-hooks-recipient" name="recipient" type="search" value="R0201@Null.postageapp.com">/);
+    assert.match(one.text, /<h2 id="webhook-deliveries">Webhook deliveries <small>about recipients starting with “<bdi>R0201@Null.postageapp.com<\/bdi>”<\/small><\/h2>/);
+    const prefix = await client.get(`/messages/${big.id}?recipient=r020`);
+    assert.deepEqual(recipientsOf(prefix.text), Array.from({ length: 10 }, (_, i) => address(200 + i)));
+    assert.equal(linkTo(prefix.text, 'Next deliveries'), null);
+
+    // 100 deliveries are to an address starting with r01: 50 a page, the filter kept by the pager, every one once.
+    const seen: string[] = [];
+    let url: string | null = `/messages/${big.id}?recipient=r01`;
+    let pages = 0;
+    while (url) {
+      const page = await client.get(url);
+      const shown = recipientsOf(page.text);
+      assert.ok(shown.length <= 50);
+      seen.push(...shown);
+      url = linkTo(page.text, 'Next deliveries');
+      if (url) assert.match(url, /recipient=r01&hooks=\d+#webhook-deliveries$/);
+      assert.ok(++pages <= 4, 'the pages end');
+    }
+    assert.deepEqual(seen, Array.from({ length: 100 }, (_, i) => address(100 + i)));
+
+    const none = await client.get(`/messages/${big.id}?recipient=${encodeURIComponent('nobody%_@')}`);
+    assert.deepEqual(deliveryRows(none.text), []);
+    assert.match(none.text, /<p class="empty">No webhook delivery about a recipient starting with “<bdi>nobody%_@<\/bdi>”\.<\/p>/);
+
+    // A variable named recipient is not the recipient: only the copy to that address is matched.
+    const r = await t.call('send_message', {
+      api_key: seed.projectKey,
+      uid: 'lookalike-1',
+      arguments: { recipients: { 'ann@null.postageapp.com': {}, 'bob@null.postageapp.com': { recipient: 'ann@null.postageapp.com' } }, headers: { subject: 'x', from: 'a@acme.example' }, content: { 'text/plain': 'Hi {{recipient}}' } },
+    });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    await sink.waitFor(RECIPIENTS + 4, 60_000);
+    const lookalike = await client.get(`/messages/${r.body.data.message.id}?recipient=ann`);
+    assert.deepEqual(recipientsOf(lookalike.text), ['ann@null.postageapp.com']);
+    assert.deepEqual(recipientsOf((await client.get(`/messages/${r.body.data.message.id}`)).text).sort(), ['ann@null.postageapp.com', 'bob@null.postageapp.com']);
   });
 
   it('lists the webhook deliveries 50 a page, every one once', async () => {

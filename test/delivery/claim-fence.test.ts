@@ -120,3 +120,36 @@ describe('the fence before a send: presumed dead by a process on another host', 
     assert.ok((await h.transmissions()).every((r) => r.attempts === 1 && r.holder_deaths === 0));
   });
 });
+
+describe('the fence at a graceful stop: nothing new begins once the worker is stopping', () => {
+  let h: DeliveryHarness;
+  let gated: Awaited<ReturnType<typeof gatedPeer>>;
+  before(async () => {
+    gated = await gatedPeer();
+    h = await startDeliveryHarness({ config: { transportMap: [gated.peer.transportFor('*')], maxConnectionsPerDestination: 1, socketTimeoutMs: 60_000 } });
+  });
+  after(async () => {
+    gated?.open();
+    await h?.close();
+    await gated?.peer.close();
+  });
+
+  it('finishes the send under way, gives back the rest unsent and due at once, records nothing for them', async () => {
+    await h.send(simpleMessage(RECIPIENTS));
+    const running = h.worker.runOnce();
+    // The first message is in its transaction; the three others wait for the one connection.
+    await until('the first message at the peer', () => gated.peer.attempts.length === 1);
+    const stopped = h.worker.stop();
+    gated.open();
+    await stopped;
+    await running;
+    assert.deepEqual(received(gated.peer), ['first@example.test'], 'only the message already in its transaction was sent');
+    const rows = new Map((await h.transmissions()).map((r) => [r.recipient, r]));
+    assert.equal(rows.get('first@example.test')?.status, 'completed');
+    for (const to of RECIPIENTS.slice(1)) {
+      const row = rows.get(to)!;
+      assert.deepEqual([row.status, row.attempts, row.locked_by], ['queued', 0, null], `${to}: given back, no attempt recorded`);
+      assert.ok(Number(row.next_attempt_at) <= Date.now(), `${to}: due again at once`);
+    }
+  });
+});

@@ -2,11 +2,13 @@
 // Nodemailer's signer on the event loop (RSA PKCS#1 v1.5 signatures are deterministic and
 // Nodemailer's header carries no time), they verify against the public key (mailauth), and a thread
 // that dies with signatures in flight costs nothing but time: they are signed on the event loop.
+// Signing never throws past its caller: a message Nodemailer's signer would throw on (no empty line
+// after its header section) and a key that cannot sign are rejected promises.
 import assert from 'node:assert/strict';
 import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
-import { DkimSigners, signOnEventLoop } from '../../src/delivery/dkim-signing.ts';
+import { DkimSigners, DkimSigningError, signOnEventLoop } from '../../src/delivery/dkim-signing.ts';
 import type { DkimKey } from '../../src/delivery/dkim.ts';
 
 const pair = generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -67,5 +69,33 @@ describe('DKIM signing threads', { timeout: 60_000 }, () => {
     await closed.close();
     assert.ok(await verifies(await closed.sign(message(2), key)));
     assert.equal((closed as unknown as { threads: unknown[] }).threads.length, 0);
+  });
+
+  it('rejects a message without an empty line after its header section (Nodemailer would throw uncaught), on a thread and on the event loop', async () => {
+    const bare = Buffer.from('From: a@signed.test\r\nSubject: s\r\n');
+    for (const threads of [0, 1]) {
+      const signers = new DkimSigners(threads);
+      try {
+        await assert.rejects(signers.sign(bare, key), (error: unknown) => error instanceof DkimSigningError && /no empty line after its header section/.test(error.message));
+        assert.ok(await verifies(await signers.sign(message(1), key)), 'and signs the next message');
+      } finally {
+        await signers.close();
+      }
+    }
+    await assert.rejects(signOnEventLoop(bare, key), DkimSigningError);
+    // An empty body after the empty line is a message like any other.
+    assert.ok(await verifies(await signOnEventLoop(Buffer.from('From: a@signed.test\r\nSubject: s\r\n\r\n'), key)));
+  });
+
+  it('rejects, rather than sending unsigned, when the key cannot sign', async () => {
+    const broken: DkimKey = { ...key, privateKey: 'not a key' as unknown as DkimKey['privateKey'] };
+    for (const threads of [0, 1]) {
+      const signers = new DkimSigners(threads);
+      try {
+        await assert.rejects(signers.sign(message(1), broken), (error: unknown) => error instanceof DkimSigningError && /did not sign/.test(error.message));
+      } finally {
+        await signers.close();
+      }
+    }
   });
 });

@@ -17,6 +17,8 @@ interface Script {
   mail?: string;
   rcpt?: string;
   data?: string;
+  /** answer this command `421 4.3.2 Service shutting down` and close the connection */
+  shutdownAt?: 'MAIL' | 'RCPT' | 'DATA';
 }
 
 /** A minimal SMTP server: it logs every command line and how many replies it had sent before the line arrived. */
@@ -55,6 +57,11 @@ async function startRawServer(script: Script) {
         }
         log.push({ line, repliesBefore: repliesAtArrival });
         const verb = line.slice(0, 4).toUpperCase();
+        if (script.shutdownAt === verb) {
+          send('421 4.3.2 Service shutting down');
+          socket.end();
+          return;
+        }
         if (verb === 'EHLO') send(`250-raw.test\r\n250-8BITMIME\r\n${script.pipelining ? '250-PIPELINING\r\n' : ''}${script.brokenTls ? '250-STARTTLS\r\n' : ''}250 SIZE 10000000`);
         else if (verb === 'STAR') {
           send('220 2.0.0 Ready to start TLS');
@@ -97,6 +104,7 @@ function client(): SmtpClient {
     connectTimeoutMs: 2000,
     greetingTimeoutMs: 2000,
     socketTimeoutMs: 2000,
+    dataDoneTimeoutMs: 2000,
     log: pino({ level: 'silent' }),
   });
 }
@@ -162,6 +170,20 @@ describe('the SMTP client against a hand-written server: pipelining, TLS fallbac
     const starttls = server.log.filter((l) => l.line === 'STARTTLS').length;
     assert.equal(starttls, 1, 'the second message did not try TLS again');
   });
+
+  for (const [pipelining, at, stage] of [
+    [true, 'MAIL', 'mail'],
+    [true, 'RCPT', 'rcpt'],
+    [true, 'DATA', 'data'],
+    [false, 'RCPT', 'rcpt'],
+  ] as const) {
+    it(`reports a 421 to ${at} from a server that then closes as its reply (${pipelining ? 'pipelined' : 'one command at a time'})`, async () => {
+      const { results } = await run({ pipelining, shutdownAt: at }, 1);
+      assert.equal(results[0].code, 421, results[0].text);
+      assert.equal(results[0].stage, stage);
+      assert.deepEqual(classifySmtpReply(results[0]), { kind: 'deferred', resultCode: 'SMTP_421', resultMessage: '4.3.2 Service shutting down', bounce: 'soft' });
+    });
+  }
 
   it('reports a refused DATA as the DATA reply', async () => {
     const { results } = await run({ pipelining: true, data: '452 4.3.1 out of storage' }, 1);

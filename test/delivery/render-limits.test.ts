@@ -5,7 +5,9 @@
 // message is delivered as usual.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { metricsOf } from '../../src/observability/metrics.ts';
 import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
+import { until } from '../helpers/wait.ts';
 import { startDeliveryHarness, type DeliveryHarness } from './harness.ts';
 
 /** The request of the report: three loops over 300 items, 27,000,000 turns and 27 MB of output unbounded. */
@@ -104,5 +106,100 @@ describe('render limits, through the API and delivery', () => {
     const mail = peer.received.find((m) => m.to.includes('after@limits.test'));
     assert.ok(mail, 'the next message reached the server');
     assert.match(mail.raw.toString('utf8'), /Still delivered\./);
+  });
+});
+
+// A render that fails does so the same way for every copy with the same content and variables
+// (delivery/message-contexts.ts): it is done once per variant and its failure reused, never once
+// per copy (a million steps each). Counted by posthorn_compositions_total.
+describe('a render past the bound, for many recipients: rendered once per variant', () => {
+  let peer: SmtpPeer;
+  let h: DeliveryHarness;
+  const RECIPIENTS = 40;
+
+  before(async () => {
+    peer = await startSmtpPeer();
+    h = await startDeliveryHarness({ config: { transportMap: [peer.transportFor('*')], publicUrl: 'https://track.example' } });
+  });
+  after(async () => {
+    await h?.close();
+    await peer?.close();
+  });
+
+  const compositions = async (result: 'composed' | 'failed') =>
+    (await metricsOf(h.t.app.services).compositions.get()).values.find((v) => v.labels.result === result)?.value ?? 0;
+
+  async function sendAndCount(prefix: string, args: Record<string, unknown>): Promise<{ failedRenders: number; copies: any[] }> {
+    const before = await compositions('failed');
+    await h.send(args);
+    await finishAll();
+    const copies = (await h.transmissions()).filter((t) => t.recipient.startsWith(prefix));
+    return { failedRenders: (await compositions('failed')) - before, copies };
+  }
+
+  /** Works the queue until nothing is due or held (the runner also claims on its own as finishes are written). */
+  async function finishAll(): Promise<void> {
+    await until('every copy finished', async () => {
+      await h.drain();
+      await h.worker.idle();
+      return (await h.transmissions()).every((t) => t.status !== 'queued' && t.status !== 'retry');
+    });
+  }
+
+  function assertAllRenderFailed(copies: any[], n: number): void {
+    assert.equal(copies.length, n);
+    for (const c of copies) {
+      assert.deepEqual([c.status, c.result_code, c.attempts], ['failed', 'RENDER_FAILED', 1], c.recipient);
+      assert.match(c.result_message, STEPS);
+    }
+  }
+
+  it('shared content: one render for the message, every copy failed RENDER_FAILED', async () => {
+    const recipients = Array.from({ length: RECIPIENTS }, (_, i) => `shared-${i}@limits.test`);
+    const { failedRenders, copies } = await sendAndCount('shared-', {
+      recipients,
+      headers: { from: 'shop@posthorn.test', subject: 'Loops' },
+      content: { 'text/plain': NESTED_LOOPS },
+      variables: { a: A },
+    });
+    assert.equal(failedRenders, 1, 'rendered once');
+    assertAllRenderFailed(copies, RECIPIENTS);
+    assert.equal(peer.attempts.length, 0, 'nothing reached the server');
+  });
+
+  it('recipient variables: one render per distinct set of variables', async () => {
+    const recipients: Record<string, Record<string, string>> = {};
+    for (let i = 0; i < RECIPIENTS; i++) recipients[`own-${i}@limits.test`] = { tier: i % 2 === 0 ? 'gold' : 'silver' };
+    const { failedRenders, copies } = await sendAndCount('own-', {
+      recipients,
+      headers: { from: 'shop@posthorn.test', subject: 'Loops for {{tier}}' },
+      content: { 'text/plain': `{{tier}} ${NESTED_LOOPS}` },
+      variables: { a: A },
+    });
+    assert.equal(failedRenders, 2, 'rendered once for gold, once for silver');
+    assertAllRenderFailed(copies, RECIPIENTS);
+  });
+
+  it('with tracking (each copy builds its own HTML): one render, reused by every copy', async () => {
+    const r = await h.t.call('update_project', { api_key: h.seed.accountKey, arguments: { uid: h.seed.projectUid, settings: { tracking: true } } });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const recipients = Array.from({ length: RECIPIENTS }, (_, i) => `tracked-${i}@limits.test`);
+    const { failedRenders, copies } = await sendAndCount('tracked-', {
+      recipients,
+      headers: { from: 'shop@posthorn.test', subject: 'Loops' },
+      content: { 'text/html': `<p>${NESTED_LOOPS}</p>`, 'text/plain': 'Loops' },
+      variables: { a: A },
+    });
+    assert.equal(failedRenders, 1, 'rendered once');
+    assert.equal(copies.length, RECIPIENTS);
+    for (const c of copies) assert.deepEqual([c.status, c.result_code], ['failed', 'RENDER_FAILED'], c.recipient);
+
+    // Content that renders is still composed per copy under tracking, each with its own pixel.
+    const composedBefore = await compositions('composed');
+    await h.send({ recipients: ['ok-1@limits.test', 'ok-2@limits.test'], headers: { from: 'shop@posthorn.test', subject: 'Fine' }, content: { 'text/html': '<p>Fine</p>', 'text/plain': 'Fine' } });
+    await finishAll();
+    assert.equal((await compositions('composed')) - composedBefore, 2);
+    assert.equal((await h.transmission('ok-1@limits.test')).status, 'completed');
+    assert.equal((await h.transmission('ok-2@limits.test')).status, 'completed');
   });
 });

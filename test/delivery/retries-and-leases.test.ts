@@ -4,6 +4,8 @@ import { after, before, describe, it } from 'node:test';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { decideRetry, parseRetrySchedule } from '../../src/domain/retry-policy.ts';
 import { claimDueTransmissions, finishTransmission } from '../../src/storage/delivery-queue.ts';
+import { StoreUnavailableError } from '../../src/storage/store.ts';
+import { loseNextAnswer } from '../helpers/lost-answer.ts';
 import { reply, startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 import { simpleMessage, startDeliveryHarness, type DeliveryHarness } from './harness.ts';
 
@@ -159,6 +161,28 @@ describe('leases', () => {
       await h2.close();
       await slow.close();
     }
+  });
+
+  it('a claim written whose answer was lost (failed as unavailable) is given back by the next claim, not left to its lease', async () => {
+    await h.send(simpleMessage('unanswered@example.test'));
+    const store = h.t.app.services.store;
+    // The claim is committed, and the worker told the database is unavailable.
+    const lost = loseNextAnswer(store);
+    try {
+      await assert.rejects(h.worker.runOnce(), StoreUnavailableError);
+    } finally {
+      lost.restore();
+    }
+    const held = await h.transmission('unanswered@example.test');
+    assert.equal(held.locked_by, h.worker.workerId, 'the claim was written');
+    assert.equal(held.locked_until, clock.now() + 5 * MIN);
+    assert.equal(peer.received.filter((m) => m.to.includes('unanswered@example.test')).length, 0);
+
+    // The lease has not ended, yet the next claim takes the row: it was given back first.
+    assert.equal(await h.worker.runOnce(), 1);
+    const done = await h.transmission('unanswered@example.test');
+    assert.equal(done.status, 'completed');
+    assert.equal((await h.attempts(done.id)).length, 1);
   });
 
   it('a worker whose lease was taken over records nothing when its send finishes', async () => {

@@ -81,6 +81,7 @@ describe('a message written as bytes, against a real SMTP server', () => {
         connectTimeoutMs: 5000,
         greetingTimeoutMs: 5000,
         socketTimeoutMs: 5000,
+        dataDoneTimeoutMs: 5000,
         log: pino({ level: 'silent' }),
       });
       cleanup.push(() => smtp.close(), () => peer.close());

@@ -18,6 +18,7 @@ describe('delivery outcomes against scripted SMTP servers', () => {
   const peers: SmtpPeer[] = [];
   let ok: SmtpPeer;
   let refusedPort: number;
+  let slowDotPeer: SmtpPeer;
 
   before(async () => {
     // One peer per behaviour, each behind its own domain in the transport map.
@@ -31,6 +32,10 @@ describe('delivery outcomes against scripted SMTP servers', () => {
     const drop = await startSmtpPeer({ data: () => 'drop' });
     const stall = await startSmtpPeer({ data: () => 'stall' });
     const silent = await startSmtpPeer({ connect: () => 'stall' });
+    // Answers the end of the message after the socket timeout (400 ms), within the data-done one.
+    const slowDot = await startSmtpPeer({ dataDelayMs: 1200 });
+    peers.push(slowDot);
+    slowDotPeer = slowDot;
     const closed = await startSmtpPeer();
     refusedPort = closed.port;
     await closed.close(); // nothing listens there any more: connection refused
@@ -42,7 +47,9 @@ describe('delivery outcomes against scripted SMTP servers', () => {
       config: {
         socketTimeoutMs: 400,
         greetingTimeoutMs: 400,
+        dataDoneTimeoutMs: 4000,
         transportMap: [
+          slowDot.transportFor('slowdot.test'),
           ok.transportFor('ok.test'),
           rcpt550.transportFor('rcpt550.test'),
           rcptPolicy.transportFor('policy.test'),
@@ -239,7 +246,8 @@ describe('delivery outcomes against scripted SMTP servers', () => {
     ['temp451.test', 'SMTP_451', /Greylisted/],
     ['greet421.test', 'SMTP_421', /Too busy/],
     ['drop.test', 'CONNECTION_LOST', /./],
-    ['stall.test', 'TIMEOUT', /./],
+    // The whole message was sent; only the reply to its end never came.
+    ['stall.test', 'TIMEOUT', /^timed out waiting for the reply to the end of the message data/],
     ['silent.test', 'TIMEOUT', /greeting/i],
     ['refused.test', 'CONNECTION_REFUSED', /ECONNREFUSED/],
   ] as const) {
@@ -262,6 +270,16 @@ describe('delivery outcomes against scripted SMTP servers', () => {
       assert.equal(await h.worker.runOnce(), 0);
     });
   }
+
+  it('a reply to the end of the message that comes after the socket timeout but within the data-done timeout: delivered once', async () => {
+    await h.send(simpleMessage('someone@slowdot.test'));
+    assert.equal(await h.worker.runOnce(), 1);
+    const t = await h.transmission('someone@slowdot.test');
+    assert.equal(t.status, 'completed', t.result_message);
+    assert.equal(t.attempts, 1);
+    assert.equal(slowDotPeer.attempts.length, 1, 'the message reached the server once');
+    assert.equal(slowDotPeer.received.length, 1);
+  });
 
   it('a destination that refuses connections more often than it has connection slots keeps answering: none waits for good', async () => {
     // Ten slots per destination by default: every refused connect must give its slot back.

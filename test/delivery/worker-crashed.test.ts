@@ -81,6 +81,51 @@ describe('transmissions whose holders died (in process)', () => {
   });
 });
 
+describe('a transmission failed WORKER_CRASHED whose message kills whoever reads it (in process)', () => {
+  let h: DeliveryHarness;
+  before(async () => {
+    h = await startDeliveryHarness({ config: { transportMap: ['*=127.0.0.1:9'] } });
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  it('has its failed event whichever step killed its holders, the payload never read', async () => {
+    // Two copies of a message whose payload cannot be read (it stands for one whose reading kills
+    // the process): failed at their third death, and after a fourth (the failure itself died
+    // once more, reading the message).
+    const sent = await h.send({ recipients: { 'third@example.test': { n: 3 }, 'fourth@example.test': { n: 4 } }, headers: { from: 'shop@posthorn.test', subject: 'Heavy' }, content: { 'text/plain': 'Heavy {{n}}' }, variables: { shared: true } });
+    const messageId = sent.data.message.id as number;
+    const store = h.t.app.services.store;
+    await store.write(async (trx) => {
+      await trx.updateTable('messages').set({ payload: '{"not json' }).where('id', '=', messageId).execute();
+      await trx.updateTable('transmissions').set({ holder_deaths: 3 }).where('recipient', '=', 'third@example.test').execute();
+      await trx.updateTable('transmissions').set({ holder_deaths: 4 }).where('recipient', '=', 'fourth@example.test').execute();
+    });
+    const message = await store.db.selectFrom('messages').select(['uid', 'unique_id']).where('id', '=', messageId).executeTakeFirstOrThrow();
+    // Suspects both: claimed one at a time.
+    for (let i = 0; i < 2; i++) {
+      await h.worker.runOnce();
+      await h.worker.idle();
+    }
+    for (const [recipient, deaths] of [['third@example.test', 3], ['fourth@example.test', 4]] as const) {
+      const t = await h.transmission(recipient);
+      assert.deepEqual([t.status, t.result_code, t.attempts, t.holder_deaths], ['failed', WORKER_CRASHED, 1, 0], recipient);
+      const events = (await h.events('failed')).filter((e) => e.payload.transmission_id === t.id);
+      assert.equal(events.length, 1, `${recipient}: its failed event, for the webhooks`);
+      const p = events[0].payload;
+      assert.deepEqual(
+        [p.message_id, p.message_uid, p.unique_id, p.project_uid, p.recipient, p.delivered_to, p.status, p.result_code],
+        [messageId, message.uid, message.unique_id, h.seed.projectUid, recipient, recipient, 'failed', WORKER_CRASHED],
+        recipient,
+      );
+      assert.match(p.result_message, new RegExp(`died while holding this transmission ${deaths} times in a row`));
+      // Stored events hold no variables: the dispatcher adds them when it posts (webhooks/event-variables.ts).
+      assert.equal(p.variables, undefined);
+    }
+  });
+});
+
 describe(`a message whose delivery process is killed while holding it (${testDatabase()}, real processes)`, { timeout: 240_000 }, () => {
   const POISON = 'poison@sink.test';
   const INNOCENT = 'innocent@sink.test';

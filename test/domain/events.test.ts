@@ -1,7 +1,8 @@
 // Events are defined once (src/domain/events.ts, docs/webhooks.md "Events"): every kind has a
 // schema, the one builder's output matches it, every producer in src/ uses the builder, and the
 // events real flows write (delivery to a real SMTP peer, a bounce mail, cancel_message, an open
-// and a click) match their kind's schema, carrying global and recipient variables merged.
+// and a click) match their kind's schema once their variables (global and recipient variables
+// merged, added when a webhook is posted) are added; the rows store no copy of them.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -9,12 +10,15 @@ import { after, before, describe, it } from 'node:test';
 import { Value } from '@sinclair/typebox/value';
 import {
   buildEventPayload,
+  eventVariables,
   EVENT_KINDS,
   EVENT_SCHEMAS,
   OUTCOME_EVENT_KINDS,
   type EventDetails,
   type EventKind,
   type EventSubject,
+  readAcceptedPayload,
+  withEventVariables,
 } from '../../src/domain/events.ts';
 import { returnPathFor, verpTagKey } from '../../src/domain/verp.ts';
 import { processBounceMail } from '../../src/operations/bounces.ts';
@@ -24,9 +28,12 @@ import { simpleMessage, startDeliveryHarness, type DeliveryHarness } from '../de
 import { dsnMail } from '../helpers/bounce-fixtures.ts';
 import { reply, startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 
-/** The body an endpoint receives: the stored payload with the fan-out's envelope (src/webhooks/fan-out-events.ts). */
-function bodyOf(kind: string, id: number, payload: Record<string, unknown>): Record<string, unknown> {
-  return { ...payload, event: kind, event_id: `evt_${id}` };
+/**
+ * The body an endpoint receives: the stored payload with the fan-out's envelope
+ * (src/webhooks/fan-out-events.ts) and the variables the dispatcher adds (src/webhooks/event-variables.ts).
+ */
+function bodyOf(kind: string, id: number, payload: Record<string, unknown>, variables: Record<string, unknown> = {}): Record<string, unknown> {
+  return { ...payload, event: kind, event_id: `evt_${id}`, variables };
 }
 
 function schemaErrors(kind: string, body: unknown): string[] {
@@ -42,9 +49,8 @@ const SUBJECT: EventSubject = {
   uniqueId: 'order-7781@posthorn.test',
   projectUid: 'p-1',
   recipient: 'ann@example.com',
-  globalVariables: { greeting: 'Hello', name: 'Everyone', order: 7781 },
-  recipientVariables: '{"name":"Ann"}',
 };
+const GLOBALS = { greeting: 'Hello', name: 'Everyone', order: 7781 };
 
 function detailsFor(kind: EventKind): EventDetails {
   if (kind === 'opened') return { kind, userAgent: 'Mail/1.0' };
@@ -74,10 +80,24 @@ describe('event kinds and the one payload builder', () => {
   it('builds, for every kind, a payload whose body matches that kind\'s schema', () => {
     for (const kind of EVENT_KINDS) {
       const payload = buildEventPayload(SUBJECT, detailsFor(kind), Date.UTC(2026, 2, 14, 9, 31, 7));
-      assert.deepEqual(schemaErrors(kind, bodyOf(kind, 1842, payload)), [], kind);
+      assert.deepEqual(schemaErrors(kind, bodyOf(kind, 1842, payload, eventVariables(GLOBALS, '{"name":"Ann"}'))), [], kind);
       assert.equal(payload.occurred_at, '2026-03-14T09:31:07Z');
-      assert.deepEqual(payload.variables, { greeting: 'Hello', name: 'Ann', order: 7781 }, `${kind}: global and recipient variables merged, the recipient's over`);
+      assert.ok(!('variables' in payload), `${kind}: an event row stores no copy of the variables`);
     }
+    assert.deepEqual(eventVariables(GLOBALS, '{"name":"Ann"}'), { greeting: 'Hello', name: 'Ann', order: 7781 }, "global and recipient variables merged, the recipient's over");
+    assert.notDeepEqual(schemaErrors('opened', { ...bodyOf('opened', 1, buildEventPayload(SUBJECT, detailsFor('opened'), 0)), variables: undefined }), [], 'a body without variables');
+  });
+
+  it('adds the variables to a stored webhook body as its last field, as text', () => {
+    const body = JSON.stringify({ event: 'delivered', event_id: 'evt_1', recipient: 'ann@example.com' });
+    const json = JSON.stringify({ name: 'Ann', n: 1 });
+    assert.deepEqual(Object.entries(JSON.parse(withEventVariables(body, json))), [
+      ['event', 'delivered'],
+      ['event_id', 'evt_1'],
+      ['recipient', 'ann@example.com'],
+      ['variables', { name: 'Ann', n: 1 }],
+    ]);
+    assert.deepEqual(JSON.parse(withEventVariables('{}', '{}')), { variables: {} });
   });
 
   it('refuses bodies that drift from the schema (so the checks below can fail)', () => {
@@ -90,11 +110,9 @@ describe('event kinds and the one payload builder', () => {
   });
 
   it('reads variables that are absent or unreadable as none, never failing the event', () => {
-    const none = buildEventPayload({ ...SUBJECT, globalVariables: null, recipientVariables: null }, detailsFor('opened'), 0);
-    assert.deepEqual(none.variables, {});
-    const broken = buildEventPayload({ ...SUBJECT, globalVariables: undefined, recipientVariables: '{not json' }, detailsFor('failed'), 0);
-    assert.deepEqual(broken.variables, {});
-    assert.deepEqual(buildEventPayload({ ...SUBJECT, recipientVariables: '[1,2]' }, detailsFor('opened'), 0).variables, SUBJECT.globalVariables);
+    assert.deepEqual(eventVariables(null, null), {});
+    assert.deepEqual(eventVariables(undefined, '{not json'), {});
+    assert.deepEqual(eventVariables(GLOBALS, '[1,2]'), GLOBALS);
   });
 
   it('is the only way producers in src/ build an event: every file that records an event uses buildEventPayload', () => {
@@ -156,11 +174,18 @@ describe('events of real flows match their schemas', () => {
     await processBounceMail(services, { transmissionIds: [Number(bob.id)], raw: Buffer.from(bounceMail) });
 
     const rows = await services.store.db.selectFrom('events').select(['id', 'type', 'payload']).orderBy('id').execute();
+    // What the dispatcher adds: the message's global variables with the transmission's own over them.
+    const db = services.store.db;
+    const transmissions = new Map((await db.selectFrom('transmissions').select(['id', 'message_id', 'variables']).execute()).map((r) => [Number(r.id), r]));
+    const messages = new Map((await db.selectFrom('messages').select(['id', 'payload']).execute()).map((r) => [Number(r.id), r.payload]));
     const seen = new Map<string, Array<Record<string, unknown>>>();
     for (const row of rows) {
       const payload = JSON.parse(row.payload) as Record<string, unknown>;
-      assert.deepEqual(schemaErrors(row.type, bodyOf(row.type, Number(row.id), payload)), [], `${row.type} event of ${String(payload.recipient)}`);
-      seen.set(row.type, [...(seen.get(row.type) ?? []), payload]);
+      assert.ok(!('variables' in payload), `${row.type} event of ${String(payload.recipient)} stores no copy of the variables`);
+      const t = transmissions.get(payload.transmission_id as number)!;
+      const variables = eventVariables(readAcceptedPayload(messages.get(Number(t.message_id))!).globalVariables, t.variables) as Record<string, unknown>;
+      assert.deepEqual(schemaErrors(row.type, bodyOf(row.type, Number(row.id), payload, variables)), [], `${row.type} event of ${String(payload.recipient)}`);
+      seen.set(row.type, [...(seen.get(row.type) ?? []), { ...payload, variables }]);
     }
     assert.deepEqual([...seen.keys()].sort(), ['bounced', 'cancelled', 'clicked', 'delivered', 'failed', 'opened', 'retry']);
     const of = (kind: string, recipient: string) => seen.get(kind)?.find((p) => p.recipient === recipient);

@@ -78,6 +78,8 @@ describe('recipient forms', () => {
     assert.deepEqual(texts('a@b.co'), ['a@b.co']);
     assert.deepEqual(texts('a@b.co, Name <c@d.co>'), ['a@b.co', 'Name <c@d.co>']);
     assert.deepEqual(texts(['a@b.co', ['c@d.co', ['e@f.co, g@h.co']], null]), ['a@b.co', 'c@d.co', 'e@f.co', 'g@h.co']);
+    // Another item that is not an address is refused naming its place (docs/api/send-message.md, "Recipients").
+    assert.throws(() => collectRecipientEntries(['a@b.co', ['c@d.co', 7]]), (e: ApiError) => e.status === 'call_error' && /"arguments\.recipients\[1\]\[1\]" must be an address/.test(e.message));
     const entries = collectRecipientEntries({ 'a@b.co': { name: 'Ann', n: 3, ok: true, gone: null }, 'Bo <c@d.co>': {}, 'e@f.co': null });
     assert.deepEqual(entries, [
       { text: 'a@b.co', variables: { name: 'Ann', n: 3, ok: true } },

@@ -106,6 +106,48 @@ describe('the template language (docs/templates.md)', () => {
     assert.equal(renderVariables('{{constructor.name}}{{__proto__}}', {}), '');
   });
 
+  it("refuses Handlebars' own machinery, helpers used against their form and raw blocks, in plain words", async () => {
+    const { findTemplateSyntaxError, renderVariables } = await load();
+    const refused: Array<[string, RegExp]> = [
+      ['{{helperMissing}}', /Handlebars' own machinery/],
+      ['{{#blockHelperMissing}}x{{/blockHelperMissing}}', /Handlebars' own machinery/],
+      ['{{lookup}}', /\{\{lookup\}\} takes 2 arguments, got 0/],
+      ['{{#lookup a "b"}}x{{/lookup}}', /is not a block/],
+      ['{{if}}', /\{\{if\}\} is a block: write \{\{#if value\}\}/],
+      ['{{if a}}', /is a block/],
+      ['{{each items}}', /is a block/],
+      ['{{unless a}}', /is a block/],
+      ['{{with}}', /is a block/],
+      // A raw block hands its content to a helper that does not exist: the content would vanish.
+      ['a{{{{raw}}}} {{x}} {{{{/raw}}}}b', /raw blocks .* not supported/],
+      // Names of Object.prototype are variables like any other, not helpers with an arity.
+      ['{{#toString}}x{{/toString}}', /^$/],
+    ];
+    for (const [text, expected] of refused) {
+      const problem = findTemplateSyntaxError(text) ?? '';
+      assert.match(problem, expected, text);
+      assert.doesNotMatch(problem, /Cannot read|undefined|is not a function|\[native code\]/, text);
+    }
+    // What stays valid: the helpers as made, a variable named like a helper through this., an escape.
+    for (const text of ['{{lookup a "b"}}', '{{#if a}}x{{/if}}', '{{this.lookup}}', '\\{{x}}', '{{toString}}', '{{constructor}}']) {
+      assert.equal(findTemplateSyntaxError(text), null, text);
+    }
+    assert.equal(renderVariables('{{this.lookup}} \\{{x}}', { lookup: 'L' }), 'L {{x}}');
+  });
+
+  it('a read of an inherited property renders nothing and writes nothing to the console', async () => {
+    const { renderVariables } = await load();
+    const written: unknown[] = [];
+    const saved = { error: console.error, warn: console.warn, log: console.log, info: console.info };
+    console.error = console.warn = console.log = console.info = (...args: unknown[]) => written.push(args);
+    try {
+      assert.equal(renderVariables('[{{toString}}{{hasOwnProperty}}{{valueOf}}{{a.toString}}]', { a: {} }), '[]');
+    } finally {
+      Object.assign(console, saved);
+    }
+    assert.deepEqual(written, []);
+  });
+
   it('the legacy renderer keeps messages accepted before the language exactly as they were', async () => {
     const { renderVariables } = await load();
     assert.equal(renderVariables('<p>{{ v }}</p>{{{v}}}', { v: '<b>' }, { kind: 'html', syntax: 'legacy' }), '<p><b></p>{<b>}');

@@ -38,6 +38,8 @@ export interface DnsName {
   servfail?: boolean;
   /** never answer (the resolver times out) */
   drop?: boolean;
+  /** answer once this settles (a slow resolver, held until the test lets it answer) */
+  hold?: () => Promise<void> | null;
 }
 
 export type DnsZone = Record<string, DnsName>;
@@ -85,32 +87,41 @@ export async function startDnsServer(initial: DnsZone = {}): Promise<TestDnsServ
       response.header.ra = 1;
       const entry = zone.get(name);
       if (entry?.drop) return;
-      if (entry?.servfail) {
-        response.header.rcode = Packet.RCODE.SERVFAIL;
-        return void send(response);
+      const held = entry?.hold?.();
+      if (held) {
+        const { hold: _, ...rest } = entry!;
+        return void held.then(() => answer(rest));
       }
-      if (!entry || entry.nxdomain) {
-        response.header.rcode = Packet.RCODE.NXDOMAIN;
-        response.authorities.push(soaFor(name));
-        return void send(response);
-      }
-      const ttl = entry.ttl ?? 300;
-      const base = { name: question.name, class: Packet.CLASS.IN, ttl };
-      if (entry.cname) {
-        response.answers.push({ ...base, type: Packet.TYPE.CNAME, domain: entry.cname });
-      } else if (question.type === Packet.TYPE.MX) {
-        for (const mx of entry.mx ?? []) {
-          response.answers.push({ ...base, type: Packet.TYPE.MX, exchange: mx.exchange === '.' ? '' : mx.exchange, priority: mx.priority });
+      answer(entry);
+
+      function answer(entry: DnsName | undefined): void {
+        if (entry?.servfail) {
+          response.header.rcode = Packet.RCODE.SERVFAIL;
+          return void send(response);
         }
-      } else if (question.type === Packet.TYPE.A) {
-        for (const address of entry.a ?? []) response.answers.push({ ...base, type: Packet.TYPE.A, address });
-      } else if (question.type === Packet.TYPE.AAAA) {
-        for (const address of entry.aaaa ?? []) response.answers.push({ ...base, type: Packet.TYPE.AAAA, address });
-      } else if (question.type === Packet.TYPE.TXT) {
-        for (const data of entry.txt ?? []) response.answers.push({ ...base, type: Packet.TYPE.TXT, data });
+        if (!entry || entry.nxdomain) {
+          response.header.rcode = Packet.RCODE.NXDOMAIN;
+          response.authorities.push(soaFor(name));
+          return void send(response);
+        }
+        const ttl = entry.ttl ?? 300;
+        const base = { name: question.name, class: Packet.CLASS.IN, ttl };
+        if (entry.cname) {
+          response.answers.push({ ...base, type: Packet.TYPE.CNAME, domain: entry.cname });
+        } else if (question.type === Packet.TYPE.MX) {
+          for (const mx of entry.mx ?? []) {
+            response.answers.push({ ...base, type: Packet.TYPE.MX, exchange: mx.exchange === '.' ? '' : mx.exchange, priority: mx.priority });
+          }
+        } else if (question.type === Packet.TYPE.A) {
+          for (const address of entry.a ?? []) response.answers.push({ ...base, type: Packet.TYPE.A, address });
+        } else if (question.type === Packet.TYPE.AAAA) {
+          for (const address of entry.aaaa ?? []) response.answers.push({ ...base, type: Packet.TYPE.AAAA, address });
+        } else if (question.type === Packet.TYPE.TXT) {
+          for (const data of entry.txt ?? []) response.answers.push({ ...base, type: Packet.TYPE.TXT, data });
+        }
+        if (response.answers.length === 0) response.authorities.push(soaFor(name));
+        send(response);
       }
-      if (response.answers.length === 0) response.authorities.push(soaFor(name));
-      send(response);
     },
   });
   server.on('requestError', () => {

@@ -23,6 +23,8 @@ export interface MessageFixture {
   projectId: number;
   uid: string;
   created_at: number;
+  /** messages.send_at: when a scheduled message was due */
+  send_at?: number | null;
   template?: string | null;
   /** addresses, or full transmission fixtures */
   recipients: Array<string | TransmissionFixture>;
@@ -49,6 +51,7 @@ export async function insertMessage(services: Services, fixture: MessageFixture)
         recipient_count: fixture.recipients.length,
         deliver: 1,
         created_at: fixture.created_at,
+        send_at: fixture.send_at ?? null,
         payload: '{"v":1}',
       })
       .returningAll()

@@ -7,8 +7,9 @@ import { METHODS } from '../../src/http/api/methods/index.ts';
 
 const API_PATH = /^\/v\.(1\.0|1\.1)\/([^/?]+?)(\.json)?(?:\?.*)?$/;
 const compiled = new Map<string, TypeCheck<TSchema>>();
+const compiledResponses = new Map<string, TypeCheck<TSchema>>();
 
-/** Throws naming the method and the first mismatch when `body` is an ok envelope whose data does not match. */
+/** Throws naming the method and the first mismatch when `body` is an ok envelope whose data (or response fields) do not match. */
 export function checkMethodData(pathname: string, status: number, body: unknown): void {
   const match = API_PATH.exec(pathname);
   if (!match || status !== 200) return;
@@ -24,5 +25,18 @@ export function checkMethodData(pathname: string, status: number, body: unknown)
   if (!check.Check(envelope.data)) {
     const errors = [...check.Errors(envelope.data)].slice(0, 3).map((e) => `${e.path || '/'}: ${e.message} (got ${JSON.stringify(e.value)?.slice(0, 80)})`);
     throw new Error(`${method.name} answered data that does not match its data schema: ${errors.join('; ')}`);
+  }
+  // The envelope's response: status and uid, and exactly the method's own fields, as declared.
+  const { status: _status, uid: _uid, ...extra } = envelope.response as Record<string, unknown>;
+  const declared = Object.keys(method.response?.properties ?? {});
+  const undeclared = Object.keys(extra).filter((k) => !declared.includes(k));
+  if (undeclared.length > 0) throw new Error(`${method.name} answered response fields its schema does not declare: ${undeclared.join(', ')}`);
+  if (method.response) {
+    let responseCheck = compiledResponses.get(method.name);
+    if (!responseCheck) {
+      responseCheck = TypeCompiler.Compile(method.response);
+      compiledResponses.set(method.name, responseCheck);
+    }
+    if (!responseCheck.Check(extra)) throw new Error(`${method.name} answered response fields that do not match their schema: ${JSON.stringify(extra).slice(0, 120)}`);
   }
 }

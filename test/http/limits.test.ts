@@ -162,11 +162,12 @@ describe('per-key rate limit', () => {
 });
 
 describe('an unavailable database', () => {
-  it('is answered 503 service_unavailable naming the cause, with Retry-After; never a 500', () => {
-    const error = apiErrorOf(new Error('write failed', { cause: new StoreUnavailableError('disk full: /var/lib/posthorn/posthorn.db') }));
+  it('is answered 503 service_unavailable naming the kind of the cause (not its file), with Retry-After; never a 500', () => {
+    const error = apiErrorOf(new Error('write failed', { cause: new StoreUnavailableError('disk full: /var/lib/posthorn/posthorn.db', { reason: 'disk full' }) }));
     assert.equal(error.httpCode, 503);
     assert.equal(error.status, 'service_unavailable');
-    assert.match(error.message, /disk full: \/var\/lib\/posthorn\/posthorn\.db/);
+    assert.match(error.message, /^The database is unavailable \(disk full\)/);
+    assert.doesNotMatch(error.message, /\/var\/lib/);
     assert.match(error.message, /nothing of this call was stored/);
     assert.equal((error as unknown as { retryAfterSeconds: number }).retryAfterSeconds > 0, true);
     assert.equal(apiErrorOf(new Error('secret internals')).httpCode, 500);

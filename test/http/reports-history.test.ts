@@ -219,6 +219,7 @@ describe('messages_history and get_messages', () => {
         transmissions_completed: 1,
         created_at: '2026-04-02T12:00:00Z',
         will_purge_at: '2026-07-01T12:00:00Z',
+        send_at: null,
       });
       assert.equal(data['d1-0'].template, 'sample_child_template');
       assert.equal(data['d1-0'].transmissions_total, 1);

@@ -60,4 +60,25 @@ describe('attempt metrics and log lines from real traffic', () => {
     assert.equal(outbound[0].outcome, 'delivered');
     assert.equal(outbound[0].code, 200);
   });
+  it('masks the addresses in a logged reply unless --log-addresses', async () => {
+    const peer = await startSmtpPeer({ starttls: false, rcpt: (address) => reply(550, `5.1.1 <${address}>: Recipient address rejected`) });
+    cleanup.push(() => peer.close());
+    for (const logAddresses of [false, true]) {
+      const lines: Array<Record<string, unknown>> = [];
+      const log = pino({ level: 'info' }, new Writable({ write: (chunk, _e, cb) => (lines.push(JSON.parse(String(chunk))), cb()) }));
+      const t = await startTestApp({ log, config: { workers: 1, pollMs: 100, logAddresses, transportMap: [peer.transportFor('*')] } });
+      cleanup.push(() => t.close());
+      const seed = await t.seed();
+      const r = await t.call('send_message', { api_key: seed.projectKey, arguments: simpleMessage('reject-bob@fail.test') });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      await scrapeUntil(t.url, 'the failed attempt', (s) => sampleValue(s, 'posthorn_delivery_attempts_total') === 1);
+      const line = lines.find((l) => l.event === 'delivery_attempt')!;
+      assert.equal(line.code, 'SMTP_550');
+      if (logAddresses) assert.equal(line.reply, '5.1.1 <reject-bob@fail.test>: Recipient address rejected');
+      else {
+        assert.equal(line.reply, '5.1.1 <***@fail.test>: Recipient address rejected', 'the domain, not the person');
+        assert.ok(!lines.some((l) => JSON.stringify(l).includes('reject-bob')), 'no line names the address');
+      }
+    }
+  });
 });

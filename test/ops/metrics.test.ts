@@ -83,6 +83,31 @@ describe('operations endpoints', () => {
     assert.ok(!after.some((s) => Object.values(s.labels).some((v) => v.includes('@'))));
   });
 
+  it('times message acceptance as a store write on an API process (the acceptance thread, the PostgreSQL statement); reports the pool on PostgreSQL', async () => {
+    // role api: on a SQLite file acceptance is the thread's, on PostgreSQL one statement per turn;
+    // neither is a unit of store.write (storage/messages.ts).
+    const t = await startTestApp({ config: { role: 'api' } });
+    cleanup.push(() => t.close());
+    const seed = await t.seed();
+    const before = await scrape(t.url);
+    for (let i = 0; i < 3; i++) {
+      const r = await t.call('send_message', { api_key: seed.projectKey, arguments: simpleMessage(`w${i}@example.test`) });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+    }
+    const after = await scrape(t.url);
+    const writes = (s: typeof after) => sampleValue(s, 'posthorn_db_write_duration_seconds_count');
+    assert.ok(writes(after) - writes(before) >= 3, `acceptances timed: ${writes(before)} -> ${writes(after)}`);
+    assert.equal(sampleValue(after, 'posthorn_db_write_errors_total'), 0);
+    const pool = after.filter((s) => s.name === 'posthorn_db_pool_connections');
+    if (t.app.services.store.kind === 'postgres') {
+      assert.deepEqual(pool.map((s) => s.labels.state).sort(), ['idle', 'total', 'waiting']);
+      assert.ok(sampleValue(after, 'posthorn_db_pool_connections', { state: 'total' }) >= 1);
+      assert.equal(sampleValue(after, 'posthorn_db_pool_connections', { state: 'waiting' }), 0);
+    } else {
+      assert.deepEqual(pool, [], 'no pool on SQLite');
+    }
+  });
+
   it('logs one access line per request with its request id when --access-log is set, and never the key', async () => {
     const { log, lines } = captureLog();
     const t = await startTestApp({ log, config: { accessLog: true } });
@@ -106,7 +131,7 @@ describe('operations endpoints', () => {
     cleanup.push(() => t.close());
     const services = t.app.services;
     const now = services.clock.now();
-    recordDeliveryAttempt(services, { transmissionId: 1, messageId: 7, recipient: 'Someone@Gmail.com', outcome: 'sent', resultCode: 'SMTP_250', mxHost: 'gmail-smtp-in.l.google.com', durationMs: 120, acceptedAt: now - 2000, tls: true });
+    recordDeliveryAttempt(services, { transmissionId: 1, messageId: 7, recipient: 'Someone@Gmail.com', outcome: 'sent', resultCode: 'SMTP_250', mxHost: 'gmail-smtp-in.l.google.com', durationMs: 120, dueAt: now - 2000, tls: true });
     recordDeliveryAttempt(services, { transmissionId: 2, recipient: 'x@corp.example', outcome: 'deferred', resultCode: 'SMTP_451', resultMessage: 'try later', mxHost: 'mx.corp.example', durationMs: 30, tls: false });
     recordDeliveryAttempt(services, { transmissionId: 3, recipient: 'y@outlook.com', outcome: 'failed', resultCode: 'SUPPRESSED', durationMs: 1 });
     recordOutboundAttempt(services, { requestId: 9, kind: 'webhook', outcome: 'retry', statusCode: 503, durationMs: 12, url: 'https://hooks.example/path?token=secret-token' });

@@ -4,10 +4,13 @@
 // PostgreSQL is ALWAYS started again (finally), whatever happens; every wait is bounded.
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import path from 'node:path';
+import SqliteDatabase from 'better-sqlite3';
 import { sql } from 'kysely';
 import { startTestApp } from '../helpers/app.ts';
 import { onlyOn } from '../helpers/databases.ts';
 import { canControlPostgres, controlPostgresCluster, waitForPostgres } from '../helpers/postgres.ts';
+import { scrapeUntil } from './prometheus.ts';
 
 async function readyz(url: string): Promise<{ status: number; body: { status: string; checks: Record<string, string> } }> {
   const r = await fetch(url + '/readyz');
@@ -47,6 +50,39 @@ describe('readiness', () => {
     assert.equal(r.body.checks.migrations, `pending: ${name}`);
     await sql`insert into posthorn_migrations (name, timestamp) values (${name}, ${row.rows[0].timestamp})`.execute(db);
     assert.equal((await readyz(t.url)).status, 200);
+  });
+
+  it('turns false, with posthorn_database_up 0, while the SQLite file cannot be written (its write lock held elsewhere), and true when it can', { skip: onlyOn('sqlite'), timeout: 120_000 }, async () => {
+    const t = await startTestApp();
+    cleanup.push(() => t.close());
+    const seed = await t.seed();
+    let sent = 0;
+    const send = () => t.call('send_message', { api_key: seed.projectKey, arguments: { recipients: [`a${sent++}@example.test`], content: { 'text/plain': 'hi' }, headers: { subject: 'x', from: 'f@example.test' } } });
+    assert.equal((await send()).status, 200);
+    assert.equal((await readyz(t.url)).status, 200);
+    // Another connection (another process, an operator's sqlite3 shell) holds the write lock.
+    const holder = new SqliteDatabase(path.join(t.dataDir, 'posthorn.db'));
+    holder.exec('BEGIN IMMEDIATE');
+    try {
+      const locked = await send();
+      assert.equal(locked.status, 503, JSON.stringify(locked.body));
+      assert.match(locked.body.response.message, /^The database is unavailable \(database locked by another connection\); nothing/);
+      assert.ok(!locked.body.response.message.includes(t.dataDir), 'no path in the answer');
+      const down = await readyzUntil(t.url, 503);
+      assert.match(down.body.checks.database, /^unavailable: /);
+      assert.ok(!JSON.stringify(down.body).includes(t.dataDir), 'no path in /readyz');
+      assert.equal(down.body.checks.migrations, 'ok', 'passed once, not asked again');
+      await scrapeUntil(t.url, 'posthorn_database_up 0', (s) => s.some((x) => x.name === 'posthorn_database_up' && x.value === 0));
+    } finally {
+      holder.exec('ROLLBACK');
+      holder.close();
+    }
+    // Nothing is sent meanwhile: readiness finds out by a write of its own.
+    const back = await readyzUntil(t.url, 200);
+    assert.equal(back.body.checks.database, 'ok');
+    await scrapeUntil(t.url, 'posthorn_database_up 1', (s) => s.some((x) => x.name === 'posthorn_database_up' && x.value === 1));
+    const again = await send();
+    assert.equal(again.status, 200, JSON.stringify(again.body));
   });
 
   it('turns false when PostgreSQL is stopped and true when it is back', { skip: pgSkip, timeout: 180_000 }, async () => {

@@ -25,7 +25,10 @@ async function insertEvent(services: Services, e: { accountId: number; projectId
   return Number(row.id);
 }
 
-async function insertOutbound(services: Services, o: { accountId: number; projectId: number | null; createdAt: number; state: string; attempts: number }): Promise<number> {
+async function insertOutbound(
+  services: Services,
+  o: { accountId: number; projectId: number | null; createdAt: number; state: string; attempts: number; variablesOf?: number },
+): Promise<number> {
   return services.store.write(async (trx) => {
     const row = await trx
       .insertInto('outbound_requests')
@@ -50,6 +53,7 @@ async function insertOutbound(services: Services, o: { accountId: number; projec
         updated_at: o.createdAt,
         delivered_at: null,
         failed_at: null,
+        variables_of: o.variablesOf ?? null,
         body: '{}',
       })
       .returning('id')
@@ -165,6 +169,23 @@ describe('retention and the purge', () => {
     assert.equal(sampleValue(samples, 'posthorn_purged_rows_total', { table: 'messages' }), 61);
   });
 
+  it('keeps a message while a pending webhook request still takes its variables from it', async () => {
+    const t = await startTestApp({ background: false, config: { retentionDays: 10 } });
+    cleanup.push(() => t.close());
+    const services = t.app.services;
+    const seed = await t.seed();
+    const old = services.clock.now() - 11 * DAY_MS;
+    const m = await insertMessage(services, { projectId: seed.projectId, uid: 'clicked-late', created_at: old, recipients: [{ recipient: 'c@example.test', status: 'completed' }] });
+    // A click long after the message was sent: its webhook request is young and still pending.
+    const request = await insertOutbound(services, { accountId: seed.accountId, projectId: seed.projectId, createdAt: services.clock.now(), state: 'pending', attempts: 1, variablesOf: Number(m.transmissions[0].id) });
+    const exists = async () => (await services.store.db.selectFrom('messages').select('id').where('id', '=', m.message.id).executeTakeFirst()) !== undefined;
+    assert.equal((await purgeExpired(services)).messages, 0);
+    assert.ok(await exists(), 'kept while the request waits for its variables');
+    await services.store.write((trx) => trx.updateTable('outbound_requests').set({ state: 'delivered' }).where('id', '=', request).execute());
+    assert.equal((await purgeExpired(services)).messages, 1);
+    assert.ok(!(await exists()), 'purged once the request is settled');
+  });
+
   it('will_purge_at in get_messages is the purge rule: created_at + the project retention, null when kept forever', async () => {
     const t = await startTestApp({ config: { retentionDays: 45 } });
     cleanup.push(() => t.close());
@@ -188,6 +209,25 @@ describe('retention and the purge', () => {
     // The same rule the purge applies.
     const project = await t.app.services.store.db.selectFrom('projects').selectAll().where('id', '=', seed.projectId).executeTakeFirstOrThrow();
     assert.equal(willPurgeAt(t.app.services, project, 1000), null);
+  });
+
+  it('counts the retention of a scheduled message from its send_at: will_purge_at says so and the purge keeps it until then', async () => {
+    const t = await startTestApp({ background: false, config: { retentionDays: 1 } });
+    cleanup.push(() => t.close());
+    const services = t.app.services;
+    const seed = await t.seed();
+    const now = services.clock.now();
+    // Accepted 31 days ago for 30 days ahead, sent yesterday less a minute: kept for a minute more.
+    const createdAt = now - 31 * DAY_MS;
+    const sendAt = now - DAY_MS + 60_000;
+    await insertMessage(services, { projectId: seed.projectId, uid: 'scheduled', created_at: createdAt, send_at: sendAt, recipients: [{ recipient: 's@example.test', status: 'completed' }] });
+    await insertMessage(services, { projectId: seed.projectId, uid: 'unscheduled', created_at: createdAt, recipients: [{ recipient: 'u@example.test', status: 'completed' }] });
+    const list = (await t.call('get_messages', { api_key: seed.projectKey })).body.data;
+    assert.equal(Date.parse(list.scheduled.will_purge_at), Math.floor((sendAt + DAY_MS) / 1000) * 1000);
+    assert.equal(Date.parse(list.unscheduled.will_purge_at), Math.floor((createdAt + DAY_MS) / 1000) * 1000);
+    assert.equal((await purgeExpired(services)).messages, 1);
+    const left = await services.store.db.selectFrom('messages').select('uid').where('project_id', '=', seed.projectId).execute();
+    assert.deepEqual(left.map((r) => r.uid), ['scheduled']);
   });
 
   it('runs in the worker role as a background job that stops cleanly', async () => {

@@ -15,7 +15,7 @@ const { buildEventPayload } = await import(${JSON.stringify(src('domain/events.t
 const { withFields } = await import(${JSON.stringify(src('domain/objects.ts'))});
 const { mergeVariables } = await import(${JSON.stringify(src('domain/variables.ts'))});
 const { resolveRecipients } = await import(${JSON.stringify(src('domain/recipients.ts'))});
-const subject = (n) => ({ transmissionId: n, messageId: n, messageUid: 'u' + n, uniqueId: 'q' + n, projectUid: 'p', recipient: 'r' + n + '@example.com', globalVariables: { a: String(n) }, recipientVariables: JSON.stringify({ b: n }) });
+const subject = (n) => ({ transmissionId: n, messageId: n, messageUid: 'u' + n, uniqueId: 'q' + n, projectUid: 'p', recipient: 'r' + n + '@example.com' });
 const outcome = (n) => ({ kind: n ? 'retry' : 'delivered', deliveredTo: 'r@example.com', status: n ? 'retry' : 'completed', outcome: n ? 'deferred' : 'sent', resultCode: String(250 + n), resultMessage: 'ok ' + n, host: 'mx' + n, attempts: n + 1, createdAt: 1e12 + n, nextAttemptAt: n ? 2e12 : null });
 // Each built many times first: V8 shares the class of the first few spread objects and stops
 // once the code is warm, which is where a service spends its time.

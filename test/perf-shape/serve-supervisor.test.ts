@@ -35,6 +35,7 @@ import { SMTPServer } from 'smtp-server';
 import { freshDatabaseUrl, releaseDatabaseUrl, testDatabase } from '../helpers/databases.ts';
 import { BIN, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
 import { until } from '../helpers/wait.ts';
+import { parsePrometheus, sampleValue } from '../ops/prometheus.ts';
 import { API_NICENESS } from '../../src/cli/supervisor.ts';
 
 const DELIVERY_LIMIT_MS = 20_000;
@@ -226,12 +227,20 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     assert.equal(down.body.checks.delivery, 'restarting (killed by SIGKILL)');
     assert.equal(down.status, 200, 'the API stays ready while the delivery process restarts');
     assert.equal(down.body.status, 'ready');
+    // The same for Prometheus (deploy/prometheus: PosthornDeliveryProcessRestarting).
+    const metrics = async () => parsePrometheus(await (await fetch(`${url}/metrics`)).text());
+    const restarting = await metrics();
+    assert.deepEqual(restarting.filter((s) => s.name === 'posthorn_delivery_process_up').map((s) => [s.labels.state, s.value]), [['restarting', 0]]);
+    assert.equal(sampleValue(restarting, 'posthorn_delivery_process_restarts_total'), 1);
     await send(url, 'during-restart@sink.test');
     const again = await until('/readyz reporting the delivery process running again', async () => {
       const answer = await readyz();
       return answer.body.checks.delivery === 'running' && answer;
     }, 30_000);
     assert.equal(again.status, 200);
+    const back = await metrics();
+    assert.deepEqual(back.filter((s) => s.name === 'posthorn_delivery_process_up').map((s) => [s.labels.state, s.value]), [['running', 1]]);
+    assert.equal(sampleValue(back, 'posthorn_delivery_process_restarts_total'), 1, 'one restart, counted once');
     const restarted = await serve.waitForLog((l) => l.msg === 'posthorn process restarted' && l.role === 'worker', 'the restart');
     assert.notEqual(restarted.pid, worker);
     // The message accepted meanwhile is delivered by the new delivery process.

@@ -132,6 +132,15 @@ describe('a full disk under SQLite', { skip: reason ?? false, timeout: 240_000 }
     assert.ok(unavailable.some((m) => m.includes('disk full')), `the 503 names the cause: ${unavailable[0]}`);
     assert.ok(!unavailable.some((m) => /cannot rollback/i.test(m)), 'no rollback cascade');
     assert.equal(service.exitCode, undefined, 'the process is alive');
+    // Not ready meanwhile, naming the kind of the cause and not the file; the database is down for
+    // the metrics too (the alert PosthornDatabaseUnavailable).
+    const notReady = await fetch(`${url}/readyz`);
+    const notReadyBody = await notReady.text();
+    assert.equal(notReady.status, 503, notReadyBody);
+    assert.match(JSON.parse(notReadyBody).checks.database, /^unavailable: /);
+    assert.ok(!notReadyBody.includes(dataDir), `no path in /readyz: ${notReadyBody}`);
+    assert.ok(!unavailable.some((m) => m.includes(dataDir)), `no path in the 503: ${unavailable[0]}`);
+    assert.match(await (await fetch(`${url}/metrics`)).text(), /^posthorn_database_up 0$/m);
 
     // Space returns: accepted again by itself (bounded), then the rest of the load.
     fs.rmSync(filler);
@@ -142,6 +151,7 @@ describe('a full disk under SQLite', { skip: reason ?? false, timeout: 240_000 }
       await new Promise((r) => setTimeout(r, 200));
     }
     const recoveredMs = Date.now() - freedAt;
+    assert.equal((await fetch(`${url}/readyz`)).status, 200, 'ready again');
     // Small ones: the WAL keeps the size it grew to, and the disk is small.
     for (let i = 0; i < AFTER; i++) assert.equal(await send(next++, false), 200, `accepted after recovery: ${unavailable.at(-1)}; ${usage()}`);
 

@@ -34,10 +34,47 @@ describe('which PostgreSQL errors count as unavailable (by SQLSTATE; runs on eve
       ['ECONNREFUSED', 'database unreachable'],
       ['25006', 'database read-only'],
       ['53100', 'database disk full'],
+      ['58030', 'database I/O error'],
     ]) {
       const error = classed(code);
       assert.ok(error, `${code} is unavailable`);
       assert.equal(error.message, `${prefix}: ${code} the server said no`);
+    }
+  });
+
+  it('what clients are told names the kind and the code, never the server\'s address', () => {
+    const reasons: Array<[string, string, string]> = [
+      ['ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:47867', 'database unreachable (connection refused)'],
+      ['ETIMEDOUT', 'connect ETIMEDOUT 10.0.0.7:5432', 'database unreachable (timeout)'],
+      ['', 'Connection terminated due to connection timeout', 'database unreachable (timeout)'],
+      ['', 'Query read timeout', 'database unreachable (timeout)'],
+      ['', 'Connection terminated unexpectedly', 'database unreachable (connection lost)'],
+      ['57P01', 'terminating connection due to administrator command', 'database unreachable (57P01)'],
+      ['25006', 'cannot execute INSERT in a read-only transaction', 'database read-only (25006)'],
+      ['53100', 'could not extend file "base/16384/16385": No space left on device', 'database disk full (53100)'],
+    ];
+    for (const [code, message, reason] of reasons) {
+      const error = classed(code, message);
+      assert.ok(error, `${message} is unavailable`);
+      assert.equal(error.reason, reason);
+      assert.ok(error.message.includes(message), 'the log keeps the driver\'s message');
+    }
+  });
+
+  it('a statement that commits and lost its answer after reaching the server may have been written; one never sent, or one that does not commit, was not', () => {
+    const lost = (message: string, code = '', syscall?: string) => Object.assign(new Error(message), { code, ...(syscall ? { syscall } : {}) });
+    for (const error of [lost('Query read timeout'), lost('Connection terminated unexpectedly'), lost('read ECONNRESET', 'ECONNRESET', 'read'), lost('write EPIPE', 'EPIPE', 'write')]) {
+      assert.equal(postgresUnavailable(error, true)?.mayHaveWritten, true, error.message);
+      assert.equal(postgresUnavailable(error, false)?.mayHaveWritten, false, `${error.message}, not committing`);
+    }
+    for (const error of [
+      lost('timeout exceeded when trying to connect'),
+      lost('Connection terminated due to connection timeout'),
+      lost('connect ECONNREFUSED 127.0.0.1:5432', 'ECONNREFUSED', 'connect'),
+      lost('connect ETIMEDOUT 10.0.0.7:5432', 'ETIMEDOUT', 'connect'),
+      lost('terminating connection due to administrator command', '57P01'),
+    ]) {
+      assert.equal(postgresUnavailable(error, true)?.mayHaveWritten, false, error.message);
     }
   });
 
@@ -74,7 +111,7 @@ describe('a read-only PostgreSQL server', { skip: onlyOn('postgres') }, () => {
         return /read-only/.test(r.body.response.message) && r;
       });
       assert.equal(readOnly.body.response.status, 'service_unavailable');
-      assert.match(readOnly.body.response.message, /^The database is unavailable \(database read-only: 25006 .*read-only transaction\); nothing of this call was stored/);
+      assert.match(readOnly.body.response.message, /^The database is unavailable \(database read-only \(25006\)\); nothing of this call was stored/);
       assert.equal(readOnly.headers.get('retry-after'), '5');
 
       // Reads still work (the server answers); a job's claim, the dispatcher's own statement, is an

@@ -100,7 +100,7 @@ describe(`send_message statements (${testDatabase()})`, () => {
     const store = t.app.services.store;
     const now = Date.now();
     const acceptance = (uid: string, recipients: string[], projectId = seed.projectId) => ({
-      message: { project_id: projectId, uid, unique_id: `u-${uid}`, template: null, subject: 'S', from_address: 'a@example.test', deliver: 1, created_at: now, payload: '{}' },
+      message: { project_id: projectId, uid, unique_id: `u-${uid}`, template: null, subject: 'S', from_address: 'a@example.test', deliver: 1, created_at: now, send_at: null, sandbox: 0, payload: '{}' },
       copies: recipients.map((recipient, i) => ({ recipient, recipientName: i === 0 ? 'First' : null, variables: i === 1 ? '{"n":2}' : null, subject: i === 1 ? 'S 2' : null, completed: null })),
       dueAt: now,
     });

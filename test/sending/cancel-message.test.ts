@@ -104,5 +104,9 @@ describe('cancel_message', () => {
     const byAccount = await h.t.call('cancel_message', { api_key: h.seed.accountKey, arguments: { id: sent.data.message.id } });
     assert.notEqual(byAccount.status, 200);
     assert.equal((await cancel({ id: sent.data.message.id, recipients: 5 })).status, 406);
+    // A bound is said in words, not with an infinity sign.
+    const zero = await cancel({ id: 0 });
+    assert.equal(zero.status, 406);
+    assert.match(zero.body.response.message, /argument "id" must be at least 1, got 0/);
   });
 });

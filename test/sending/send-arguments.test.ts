@@ -108,6 +108,8 @@ describe('send_message sending features', () => {
     const events = (await h.events('delivered')).filter((e) => e.payload.transmission_id === t.id);
     assert.equal(events.length, 1);
     assert.equal(events[0].payload.result_code, 'SMTP_250');
+    // The text without its reply code, as a real server's reply is recorded (docs/delivery.md).
+    assert.match(String(events[0].payload.result_message), /^2\.0\.0 Accepted: null\.postageapp\.com is a test address/);
     assert.equal(events[0].payload.message_id, r.body.data.message.id);
     assert.equal((await h.transmission('real@example.test')).status, 'queued');
   });
@@ -140,6 +142,15 @@ describe('send_message sending features', () => {
     const r = await send({ recipients: 'x@example.test', headers: { from: 'f@example.test' }, content: { 'text/html': '{{#each items}}<li>' } });
     assert.equal(r.status, 412, JSON.stringify(r.body));
     assert.match(r.body.response.message, /html/);
+  });
+
+  it("refuses Handlebars' internals and raw blocks in plain words, never the engine's own errors", async () => {
+    for (const content of ['{{helperMissing}}', '{{lookup}}', '{{if a}}', 'a{{{{raw}}}} {{x}} {{{{/raw}}}}b']) {
+      const r = await send({ recipients: 'x@example.test', headers: { from: 'f@example.test' }, content: { 'text/plain': content } });
+      assert.equal(r.status, 412, `${content}: ${JSON.stringify(r.body)}`);
+      assert.match(r.body.response.message, /not valid template syntax/, content);
+      assert.doesNotMatch(r.body.response.message, /Cannot read|properties of undefined|is not a function/, content);
+    }
   });
 
   it('the OpenAPI document declares the new arguments and methods', async () => {

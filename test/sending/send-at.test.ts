@@ -7,6 +7,7 @@ import { simpleParser } from 'mailparser';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { parseSendAt } from '../../src/domain/send-at.ts';
 import { createDeliveryWorker } from '../../src/delivery/deliver-transmissions.ts';
+import { metricsOf } from '../../src/observability/metrics.ts';
 import { simpleMessage, startDeliveryHarness, type DeliveryHarness } from '../delivery/harness.ts';
 import { reply, startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 
@@ -30,6 +31,11 @@ describe('send_at parsing', () => {
     }
     assert.throws(() => parseSendAt('2026-04-02T00:00:01Z', now, DAYS_90), /more than 90 days ahead/);
     assert.equal(parseSendAt('2026-04-01T00:00:00Z', now, DAYS_90), now + DAYS_90);
+  });
+  it('echoes the value exactly as it was sent, quoted, in every refusal', () => {
+    assert.throws(() => parseSendAt('2026-02-30T10:00:00Z', now, DAYS_90), (e: any) => e.message.includes('("2026-02-30T10:00:00Z") is not a time'));
+    assert.throws(() => parseSendAt(' 2026-02-30 10:00:00', now, DAYS_90), (e: any) => e.message.includes('(" 2026-02-30 10:00:00") is not a time'));
+    assert.throws(() => parseSendAt('2026-04-02T00:00:01Z', now, DAYS_90), (e: any) => e.message.includes('("2026-04-02T00:00:01Z") is more than 90 days ahead'));
   });
 });
 
@@ -71,6 +77,22 @@ describe('scheduled sends', () => {
     assert.equal(mail.date?.getTime(), at);
     assert.equal((await h.transmission('later@example.test')).status, 'completed');
     assert.ok(sent.data.message.id);
+  });
+
+  it('measures the delivery latency from the scheduled time, not from acceptance', async () => {
+    const latency = async () => {
+      const values = (await metricsOf(h.t.app.services).deliveryLatency.get()).values;
+      return { count: values.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0, sum: values.find((v) => v.metricName?.endsWith('_sum'))?.value ?? 0 };
+    };
+    const before = await latency();
+    await h.send(simpleMessage('ontime@example.test', { send_at: new Date(clock.now() + 3 * HOUR).toISOString() }));
+    clock.advance(3 * HOUR + 5_000);
+    assert.equal(await h.drain(), 1);
+    assert.equal((await h.transmission('ontime@example.test')).status, 'completed');
+    const after = await latency();
+    assert.equal(after.count - before.count, 1);
+    // Sent 5 s after it was due: 5 s late, not 3 hours.
+    assert.equal(after.sum - before.sum, 5);
   });
 
   it('accepts the Mandrill form; a time in the past is due now; bad values are 406', async () => {

@@ -43,6 +43,24 @@ describe('PostgreSQL dialect', { skip }, () => {
     }
   });
 
+  it('a store closed after migrating and before any other statement leaves no connection open', async () => {
+    // A process that fails at start after its migrations (a port in use) ends once its store is
+    // closed, not after the pool's idle timeout.
+    const url = await createFreshPostgresDatabase();
+    const socketsToServer = () => (process as unknown as { _getActiveHandles(): Array<{ remotePort?: number; destroyed?: boolean }> })._getActiveHandles().filter((h) => h.remotePort === Number(new URL(url).port || 5432) && !h.destroyed).length;
+    const before = socketsToServer();
+    try {
+      const store = await openStore({ databaseUrl: url, data: '/nonexistent', dbPoolSize: 2 });
+      await store.migrate();
+      assert.ok(socketsToServer() > before, 'the migrations used a connection');
+      await store.close();
+      // Its sockets close just after (the pool's idle timeout, which kept one open, is 10 s).
+      await until('the closed store\'s connections to close', () => socketsToServer() === before, 3000);
+    } finally {
+      await dropPostgresDatabase(url);
+    }
+  });
+
   it('a wake() in one store reaches a listener of another store (another process) through NOTIFY', async () => {
     const other = await t.openAnother();
     let woken = 0;
@@ -196,7 +214,7 @@ describe('PostgreSQL dialect', { skip }, () => {
 
   it('refuses to start against an unreachable server with a clear error that hides the password', async () => {
     await assert.rejects(
-      openPostgres('postgres://posthorn:hunter2@127.0.0.1:1/nowhere', { poolSize: 1, connectionTimeoutMs: 2000 }),
+      openPostgres('postgres://posthorn:hunter2@127.0.0.1:1/nowhere', { poolSize: 1, timeoutMs: 2000 }),
       (error: Error) => {
         assert.match(error.message, /cannot connect to PostgreSQL/);
         assert.doesNotMatch(error.message, /hunter2/);

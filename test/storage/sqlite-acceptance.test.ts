@@ -24,7 +24,7 @@ const skip = onlyOn('sqlite');
 function acceptance(projectId: number, uid: string, recipients: string[]): Acceptance {
   const now = Date.now();
   return {
-    message: { project_id: projectId, uid, unique_id: `${uid}@test`, template: null, subject: 'S', from_address: 'a@example.test', deliver: 1, created_at: now, payload: '{}' },
+    message: { project_id: projectId, uid, unique_id: `${uid}@test`, template: null, subject: 'S', from_address: 'a@example.test', deliver: 1, created_at: now, send_at: null, sandbox: 0, payload: '{}' },
     copies: recipients.map((recipient) => ({ recipient, recipientName: null, variables: null, subject: null, completed: null })),
     dueAt: now,
   };

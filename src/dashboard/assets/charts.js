@@ -11,9 +11,11 @@
     var opts = {
       width: Math.max(280, el.clientWidth),
       height: 220,
-      series: [{}].concat(names.map(function (n) { return { label: n, stroke: COLORS[n] || '#888', width: 2 }; })),
-      axes: [axis, axis],
+      series: [{ label: 'Time (UTC)' }].concat(names.map(function (n) { return { label: n, stroke: COLORS[n] || '#888', width: 2 }; })),
+      axes: [Object.assign({ label: 'UTC' }, axis), axis],
       scales: { x: { time: true } },
+      // The times of every dashboard page are UTC (docs/dashboard.md, "Times"): so are the charts'.
+      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'); },
     };
     var columns = [data.buckets.map(function (ms) { return ms / 1000; })].concat(names.map(function (n) { return data.series[n]; }));
     var plot = new uPlot(opts, columns, el);

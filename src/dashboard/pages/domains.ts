@@ -1,12 +1,13 @@
-// Sending domains: the DNS records to publish (with copy buttons), the last check's results and
-// a button to check again. Account users only (domains belong to the account).
+// Sending domains: the DNS records to publish (with copy buttons), the last check's results, a
+// button to check again, and removal after a confirmation page (docs/dashboard.md,
+// "Confirmations"). Account users only (domains belong to the account).
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
-import { checkDomain, createDomain, listDomains, removeDomain, type DomainView } from '../../operations/domains.ts';
+import { checkDomain, createDomain, getDomain, listDomains, removeDomain, type DomainView } from '../../operations/domains.ts';
 import { formatTime, html } from '../html.ts';
 import { csrfField, page } from '../layout.ts';
 import { formOf, redirectWithNotice, sendPage, viewerOf, type DashboardRoutes, type PageViewer } from '../requests.ts';
-import { requireAccountUser } from './common.ts';
+import { confirmationPage, requireAccountUser } from './common.ts';
 
 function domainCard(viewer: PageViewer, v: DomainView) {
   const name = v.domain.name;
@@ -21,7 +22,7 @@ ${Object.entries(v.records).map(([purpose, r]) => {
   })}</tbody></table>
 <p>${v.domain.checked_at ? html`Checked ${formatTime(Number(v.domain.checked_at))}.` : ''}</p>
 <div class="actions"><form method="post" action="/domains/${encodeURIComponent(name)}/check">${csrfField(viewer)}<button type="submit">Check DNS now</button></form>
-<form method="post" action="/domains/${encodeURIComponent(name)}/delete">${csrfField(viewer)}<button type="submit" class="danger">Remove</button></form></div>
+<a class="button danger" href="/domains/${encodeURIComponent(name)}/delete" aria-label="Remove ${name}">Remove…</a></div>
 </section>`;
 }
 
@@ -34,6 +35,23 @@ export function installDomainPages(app: FastifyInstance, routes: DashboardRoutes
     const body = html`<form method="post" action="/domains" class="card">${csrfField(viewer)}<label for="d-name">Add a sending domain</label><input id="d-name" name="name" required placeholder="example.com"><button type="submit">Add</button></form>
 ${domains.length === 0 ? html`<p>No domain yet.</p>` : domains.map((d) => domainCard(viewer, d))}`;
     return sendPage(reply, page('Domains', { viewer, section: 'domains' }, body));
+  });
+
+  // Removal asks first: this page changes nothing; its form (a POST) removes.
+  app.get('/domains/:name/delete', async (request, reply) => {
+    const viewer = viewerOf(request);
+    requireAccountUser(viewer);
+    const found = await getDomain(services, viewer.account, { name: (request.params as { name: string }).name });
+    return sendPage(reply, confirmationPage(viewer, {
+      title: 'Remove a sending domain',
+      section: 'domains',
+      what: html`<p>Remove the sending domain <strong>${found.domain.name}</strong>?
+Its DKIM key is deleted: mail from ${found.domain.name} is no longer signed with it (it goes out unsigned, or signed for a parent domain of the account's), and the DKIM record published for it matches no key. Adding the domain again makes a new key, whose record must be published again. This cannot be undone.</p>`,
+      action: `/domains/${encodeURIComponent(found.domain.name)}/delete`,
+      button: 'Remove the domain',
+      back: '/domains',
+      returnPath: '/domains',
+    }));
   });
 
   const act = (path: string, run: (viewer: ReturnType<typeof viewerOf>, name: string, form: Record<string, string>) => Promise<string>) =>

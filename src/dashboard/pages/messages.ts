@@ -2,13 +2,16 @@
 // page), one message (the page send_message's data.message.url names) with its copies and webhook
 // deliveries a page at a time (keyset) and a recipient filter, its HTML part in a sandboxed frame
 // with its own policy (no scripts; remote images only when asked), its MIME source as a download,
-// and a form that cancels the copies still waiting (cancel_message's operation). Everything of a
-// message is attacker-controlled and escaped. A sandbox project's messages say so (docs/sandbox.md).
+// and a form that cancels the copies still waiting (cancel_message's operation) after a confirmation
+// page. Everything of a message is attacker-controlled and escaped. A message accepted in sandbox
+// mode says so, in the list and on its page, whatever the project's setting now; a sandbox project
+// says so above its list (docs/sandbox.md).
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
 import { parseMailbox, splitAddressList } from '../../domain/recipients.ts';
 import { parseApiDate } from '../../domain/time.ts';
 import { cancelMessage } from '../../operations/cancel-message.ts';
+import { retryCopyNow } from '../../operations/retry-now.ts';
 import { TRANSMISSION_STATUSES } from '../../operations/reports/message-report.ts';
 import {
   findViewerMessage,
@@ -26,8 +29,8 @@ import type { Project } from '../../operations/context.ts';
 
 import { formatTime, html, queryString, showBidiControls, type SafeHtml } from '../html.ts';
 import { csrfField, page, projectLabel } from '../layout.ts';
-import { queryOf, redirectWithNotice, sendPage, viewerOf, type DashboardRoutes, type Notice, type PageViewer } from '../requests.ts';
-import { pickProject, sandboxBadge, sandboxNote } from './common.ts';
+import { formOf, queryOf, redirectWithNotice, sendPage, viewerOf, type DashboardRoutes, type Notice, type PageViewer } from '../requests.ts';
+import { confirmationPage, messageSandboxBadge, messageSandboxNote, pickProject, sandboxNote } from './common.ts';
 
 /** The frame of a message's HTML part: nothing may run, nothing may be fetched but inline images. */
 function framePolicy(images: boolean): string {
@@ -68,9 +71,9 @@ function timeOf(ms: number): SafeHtml {
 function messageRows(items: readonly MessageListItem[]): SafeHtml {
   if (items.length === 0) return html`<tr><td colspan="5" class="empty">No messages match.</td></tr>`;
   return html`${items.map(
-    ({ message: m, statuses, firstRecipient, scheduledFor }) => html`<tr>
+    ({ message: m, statuses, firstRecipient, scheduledFor, sandbox }) => html`<tr data-key="${Number(m.id)}">
 <td><time datetime="${new Date(Number(m.created_at)).toISOString()}">${formatTime(Number(m.created_at))}</time></td>
-<td><a href="/messages/${Number(m.id)}">${m.subject || '(no subject)'}</a><br><small class="uid">${m.uid}</small></td>
+<td><a href="/messages/${Number(m.id)}">${m.subject || '(no subject)'}</a>${messageSandboxBadge(sandbox)}<br><small class="uid">${m.uid}</small></td>
 <td>${firstRecipient ?? ''}${m.recipient_count > 1 ? html` <small>+${m.recipient_count - 1}</small>` : ''}</td>
 <td>${m.template ?? ''}</td>
 <td>${statusBadges(statuses)}${scheduledFor !== null ? html`<br><small class="scheduled">scheduled for ${timeOf(scheduledFor)}</small>` : ''}</td>
@@ -87,7 +90,7 @@ ${field('recipient', 'Recipient')}${field('uid', 'UID')}${field('subject', 'Subj
 <div class="field"><label for="f-status">Status</label><select id="f-status" name="status"><option value="">any</option>${TRANSMISSION_STATUSES.map(
     (s) => html`<option value="${s}"${q.status === s ? html` selected` : ''}>${s}</option>`,
   )}</select></div>
-${field('from', 'From day', 'date')}${field('until', 'Until day', 'date')}
+${field('from', 'From day (UTC)', 'date')}${field('until', 'Until day (UTC)', 'date')}
 <div class="field actions"><button type="submit">Search</button> <a href="/messages?project=${encodeURIComponent(project.uid)}">Clear</a></div>
 </form>`;
 }
@@ -105,7 +108,7 @@ function mailboxes(value: string | null): SafeHtml | string {
   return html`${parsed.map((p, i) => (p.ok ? html`${i > 0 ? html`, ` : ''}${p.mailbox.name ? html`${p.mailbox.name} &lt;${p.mailbox.address}&gt;` : p.mailbox.address}` : ''))}`;
 }
 
-function timelineOf(r: RecipientTimeline): SafeHtml {
+function timelineOf(r: RecipientTimeline, viewer: PageViewer): SafeHtml {
   const t = r.transmission;
   return html`<section class="card recipient" aria-label="Recipient ${t.recipient}">
 <h3>${t.recipient_name ? html`${t.recipient_name} ` : ''}&lt;${t.recipient}&gt; <span class="badge ${t.status}">${t.status}</span></h3>
@@ -122,6 +125,7 @@ ${r.deliveredTo !== t.recipient ? html`<p class="delivered-to">Delivery address:
     return html`<li class="${e.kind}">${when} <strong>${e.kind}</strong>${e.text ? html` <span>${e.text}</span>` : ''}</li>`;
   })}</ol>
 <p><a href="/messages/${Number(t.message_id)}/source?recipient=${encodeURIComponent(t.recipient)}" download>MIME source as composed for ${t.recipient}</a></p>
+${t.status === 'retry' && t.locked_by === null ? html`<form method="post" action="/messages/${Number(t.message_id)}/retry" class="retry-now">${csrfField(viewer)}<input type="hidden" name="copy" value="${Number(t.id)}"><button type="submit" aria-label="Retry now: ${t.recipient}">Retry now</button></form>` : ''}
 ${r.suppression ? html`<p class="notice error">Suppressed: ${r.suppression.status} (${r.suppression.suppression_state})${r.suppression.message ? html` — ${r.suppression.message}` : ''}</p>` : ''}
 </section>`;
 }
@@ -135,7 +139,7 @@ function viewParams(q: Record<string, string>): Record<string, string> {
   return params;
 }
 
-function recipientsSection(view: MessageView, q: Record<string, string>, id: number): SafeHtml {
+function recipientsSection(view: MessageView, q: Record<string, string>, id: number, viewer: PageViewer): SafeHtml {
   const params = viewParams(q);
   const link = (changes: Record<string, string>, anchor: string) => `/messages/${id}${queryString({ ...params, ...changes })}#${anchor}`;
   return html`<h2 id="recipients">Recipients <small>(${view.message.recipient_count})</small></h2>
@@ -145,18 +149,30 @@ ${view.message.recipient_count > 1 || view.recipientFilter !== null
 <div class="field actions"><button type="submit">Find</button>${view.recipientFilter !== null ? html` <a href="/messages/${id}#recipients">Every recipient</a>` : ''}</div>
 </form>`
     : ''}
-${view.recipients.length === 0 ? html`<p class="empty">${view.recipientFilter !== null ? html`No recipient of this message starts with “${view.recipientFilter}”${q.cursor ? ' after the previous page' : ''}.` : 'No recipient on this page.'}</p>` : view.recipients.map(timelineOf)}
+${view.recipients.length === 0 ? html`<p class="empty">${view.recipientFilter !== null ? html`No recipient of this message starts with “${view.recipientFilter}”${q.cursor ? ' after the previous page' : ''}.` : 'No recipient on this page.'}</p>` : view.recipients.map((r) => timelineOf(r, viewer))}
 <nav class="pager" aria-label="Pages of recipients">${q.cursor ? html`<a href="${link({ cursor: '' }, 'recipients')}">First recipients</a> ` : ''}${view.nextRecipients ? html`<a href="${link({ cursor: view.nextRecipients }, 'recipients')}" rel="next">Next recipients</a>` : ''}</nav>`;
 }
 
 function webhooksSection(view: MessageView, q: Record<string, string>, id: number): SafeHtml {
   const params = viewParams(q);
   const link = (hooks: string) => `/messages/${id}${queryString({ ...params, hooks })}#webhook-deliveries`;
-  return html`<h2 id="webhook-deliveries">Webhook deliveries</h2>
+  const filter = view.recipientFilter;
+  // The recipient filter of the page (docs/dashboard.md, "One message"): the same field as the
+  // recipients' own, so both sections show the same recipients.
+  const form =
+    view.message.recipient_count > 1 || filter !== null
+      ? html`<form method="get" action="/messages/${id}#webhook-deliveries" class="filters one-field" role="search">
+<div class="field"><label for="f-hooks-recipient">Recipient: an address or its beginning</label><input id="f-hooks-recipient" name="recipient" type="search" value="${filter ?? ''}"></div>
+<div class="field actions"><button type="submit">Find</button>${filter !== null ? html` <a href="/messages/${id}#webhook-deliveries">Every recipient</a>` : ''}</div>
+</form>`
+      : '';
+  const none = filter !== null ? html`No webhook delivery about a recipient starting with “${filter}”${q.hooks ? ' after the previous page' : ''}.` : html`None${q.hooks ? ' after the previous page' : ''}.`;
+  return html`<h2 id="webhook-deliveries">Webhook deliveries${filter !== null ? html` <small>about recipients starting with “${filter}”</small>` : ''}</h2>
+${form}
 ${view.webhookDeliveries.length === 0
-    ? html`<p>None${q.hooks ? ' after the previous page' : ''}.</p>`
+    ? html`<p class="empty">${none}</p>`
     : html`<table><thead><tr><th scope="col">Event</th><th scope="col">Recipient</th><th scope="col">URL</th><th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Last answer</th></tr></thead><tbody>${view.webhookDeliveries.map(
-        (d) => html`<tr><td>${d.eventType ?? ''}</td><td>${d.recipient ?? ''}</td><td class="url">${d.url}</td><td><span class="badge ${d.state}">${d.state}</span></td><td>${d.attempts}</td><td>${d.lastStatusCode ?? ''} ${d.lastError ?? ''}</td></tr>`,
+        (d) => html`<tr><td>${d.eventType ?? ''}</td><td>${d.recipient ?? ''}</td><td class="url">${d.url}${d.urlReduced ? html` <small>(an account-wide endpoint: its path and query are not shown)</small>` : ''}</td><td><span class="badge ${d.state}">${d.state}</span></td><td>${d.attempts}</td><td>${d.lastStatusCode ?? ''} ${d.lastError ?? ''}</td></tr>`,
       )}</tbody></table>`}
 <nav class="pager" aria-label="Pages of webhook deliveries">${q.hooks ? html`<a href="${link('')}">First deliveries</a> ` : ''}${view.nextWebhookDeliveries ? html`<a href="${link(view.nextWebhookDeliveries)}" rel="next">Next deliveries</a>` : ''}</nav>`;
 }
@@ -171,8 +187,8 @@ function messagePage(viewer: PageViewer, view: MessageView, content: MessageCont
   const id = Number(m.id);
   const images = q.images === '1';
   const waiting = waitingCopies(view);
-  return html`${sandboxNote(viewer, view.project)}<dl class="summary">
-<dt>Project</dt><dd><a href="/projects/${encodeURIComponent(view.project.uid)}">${view.project.name}</a>${sandboxBadge(view.project)}</dd>
+  return html`${messageSandboxNote(viewer, view.project, view.sandbox)}<dl class="summary">
+<dt>Project</dt><dd><a href="/projects/${encodeURIComponent(view.project.uid)}">${view.project.name}</a>${messageSandboxBadge(view.sandbox)}</dd>
 <dt>UID</dt><dd><code>${m.uid}</code> <button type="button" class="copy" data-copy="${m.uid}">Copy</button></dd>
 <dt>Message-ID</dt><dd><code>${content.messageId}</code></dd>
 <dt>Accepted</dt><dd>${formatTime(Number(m.created_at))}</dd>
@@ -184,12 +200,12 @@ ${view.recipientOverride !== null ? html`<dt>Recipient override</dt><dd>every co
 <dt>Copies</dt><dd>${statusBadges(view.statuses)}</dd>
 </dl>
 ${waiting > 0
-    ? html`<form method="post" action="/messages/${id}/cancel" class="cancel">${csrfField(viewer)}<button type="submit" class="danger">Cancel the ${waiting === 1 ? html`copy` : html`${waiting} copies`} not sent yet</button></form>`
+    ? html`<p class="cancel"><a class="button danger" href="/messages/${id}/cancel">Cancel the ${waiting === 1 ? html`copy` : html`${waiting} copies`} not sent yet…</a></p>`
     : ''}
 <p><a class="button" href="/messages/${id}/source" download>Download the MIME source</a></p>
 <h2>Headers</h2>
 ${Object.keys(content.headers).length === 0 ? html`<p>No extra headers.</p>` : html`<dl class="headers">${Object.entries(content.headers).map(([k, v]) => html`<dt>${k}</dt><dd>${v}</dd>`)}</dl>`}
-${recipientsSection(view, q, id)}
+${recipientsSection(view, q, id, viewer)}
 <h2>Content${content.renderedFor ? html` <small>as sent to ${content.renderedFor}${content.deliveredTo !== content.renderedFor ? html` (delivered to ${content.deliveredTo})` : ''}</small>` : ''}</h2>
 ${content.html !== null
     ? html`<h3>HTML part</h3>
@@ -245,10 +261,34 @@ ${sandboxNote(viewer, project)}
     const { message, project } = await findViewerMessage(services, viewer, messageId(request));
     const q = queryOf(request);
     const [view, content] = await Promise.all([
-      getMessageView(services, message, project, { recipient: q.recipient, cursor: q.cursor, webhooksCursor: q.hooks }),
+      getMessageView(services, message, project, { recipient: q.recipient, cursor: q.cursor, webhooksCursor: q.hooks, viewer }),
       getMessageContent(services, message),
     ]);
     return sendPage(reply, page(`Message ${message.uid}`, { viewer, section: 'messages' }, messagePage(viewer, view, content, q)));
+  });
+
+  // Cancelling asks first (docs/dashboard.md, "Confirmations"): this page changes nothing; its form
+  // (a POST) cancels.
+  app.get('/messages/:id/cancel', async (request, reply) => {
+    const viewer = viewerOf(request);
+    const { message, project } = await findViewerMessage(services, viewer, messageId(request));
+    const view = await getMessageView(services, message, project, {});
+    const waiting = waitingCopies(view);
+    const location = `/messages/${Number(message.id)}`;
+    if (waiting === 0) {
+      return sendPage(reply, page('Cancel a message', { viewer, section: 'messages' }, html`<section class="card"><p>No copy of the message <code>${message.uid}</code> waits to be sent: there is nothing to cancel.</p><p><a href="${location}">Back to the message</a></p></section>`));
+    }
+    const copies = waiting === 1 ? 'copy' : `${waiting} copies`;
+    return sendPage(reply, confirmationPage(viewer, {
+      title: 'Cancel a message',
+      section: 'messages',
+      what: html`<p>Cancel the ${copies} of the message <code>${message.uid}</code> (${message.subject || '(no subject)'}) not sent yet${view.sendAt !== null ? html`, scheduled for ${timeOf(view.sendAt)}` : ''}?
+${waiting === 1 ? 'It ends' : 'They end'} as failed (CANCELLED) and ${waiting === 1 ? 'is' : 'are'} never sent; a copy being delivered at this instant cannot be stopped. This cannot be undone: to send the message, send it again.</p>`,
+      action: `${location}/cancel`,
+      button: waiting === 1 ? 'Cancel the copy' : `Cancel the ${waiting} copies`,
+      back: location,
+      returnPath: location,
+    }));
   });
 
   // The same operation as the API's cancel_message: every waiting copy of the message.
@@ -260,6 +300,22 @@ ${sandboxNote(viewer, project)}
       const result = await cancelMessage(services, { keyKind: 'project', account: viewer.account, project }, { id: Number(message.id) });
       const inFlight = Object.values(result.notCancelled).filter((why) => why === 'in_flight').length;
       return redirectWithNotice(reply, routes, location, cancelNotice(result.cancelled.length, inFlight));
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      return redirectWithNotice(reply, routes, location, { kind: 'error', text: error.message });
+    }
+  });
+
+  // A copy waiting to retry made due now (operations/retry-now.ts); the delivery workers send it.
+  app.post('/messages/:id/retry', async (request, reply) => {
+    const viewer = viewerOf(request);
+    const { message, project } = await findViewerMessage(services, viewer, messageId(request));
+    const location = `/messages/${Number(message.id)}`;
+    const copy = formOf(request).copy ?? '';
+    try {
+      if (!/^\d{1,15}$/.test(copy)) throw new ApiError('call_error', 'No copy was named to retry.');
+      const { recipient } = await retryCopyNow(services, project, { messageId: Number(message.id), transmissionId: Number(copy) });
+      return redirectWithNotice(reply, routes, location, { kind: 'ok', text: `The copy to ${recipient} is due now: a delivery worker sends it next.` });
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       return redirectWithNotice(reply, routes, location, { kind: 'error', text: error.message });

@@ -1,6 +1,7 @@
 // The overview: per project, charts of sent / delivered / deferred / failed / bounced / opened /
 // clicked over the last 24 hours, 7 days or 30 days (uPlot, drawn by assets/charts.js from the
-// data-* attributes), and the queue now. A sandbox project says so above its counts; when the
+// data-* attributes), and the queue now. A sandbox project says so above its counts (which hold the
+// copies of every message, each delivered in the mode it was accepted with); when the
 // project tracks opens and clicks that readers cannot reach (--public-url on this machine alone),
 // the card says what to set.
 import type { FastifyInstance } from 'fastify';
@@ -36,8 +37,11 @@ ${trackingProblem ? notice('warn', `Tracking: ${trackingProblem}.`) : ''}
 <div class="chart" data-chart="${data}" role="img" aria-label="Copies per ${o.range === '24h' ? 'hour' : o.range === '7d' ? 'six hours' : 'day'}: ${OVERVIEW_SERIES.map((s) => `${s} ${o.totals[s]}`).join(', ')}"></div>
 <table class="totals"><caption class="visually-hidden">Totals</caption><thead><tr>${OVERVIEW_SERIES.map((s) => html`<th scope="col">${s}</th>`)}</tr></thead>
 <tbody><tr>${OVERVIEW_SERIES.map((s) => html`<td>${o.totals[s]}</td>`)}</tr></tbody></table>
+<p class="hint">Hours and days in UTC. Delivered counts, as get_metrics does, copies the receiving server accepted and also copies sent with deliver: false (NOT_SENT) and test sends to null.postageapp.com, which complete without leaving this machine.</p>
 <p class="queue">Queue now: <strong>${o.queue.queued}</strong> queued, <strong>${o.queue.retrying}</strong> retrying${
     o.queue.oldestDueAt !== null ? html`, oldest due <time datetime="${new Date(o.queue.oldestDueAt).toISOString()}">${formatTime(o.queue.oldestDueAt)}</time>` : ''
+  }${
+    o.queue.nextScheduledAt !== null ? html`, next scheduled <time datetime="${new Date(o.queue.nextScheduledAt).toISOString()}">${formatTime(o.queue.nextScheduledAt)}</time>` : ''
   }.
 <a href="/messages?project=${encodeURIComponent(project.uid)}">Messages</a> · <a href="/templates?project=${encodeURIComponent(project.uid)}">Templates</a> · <a href="/projects/${encodeURIComponent(project.uid)}/keys">Key</a>${viewer.scopeProject ? '' : html` · <a href="/projects/${encodeURIComponent(project.uid)}/settings">Settings</a>`}</p>
 </section>`;

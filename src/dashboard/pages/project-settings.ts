@@ -2,10 +2,9 @@
 // through the operation of the API's update_project (the same checks; each refusal shown beside the
 // field it names). Account users only, as update_project takes the account key.
 import type { FastifyInstance } from 'fastify';
-import { Args } from '../../domain/args.ts';
 import { ApiError } from '../../domain/errors.ts';
 import type { Project } from '../../operations/context.ts';
-import { defaultFromOf, MAX_RETENTION_DAYS, readProjectSettings, updateProject, type ProjectChanges } from '../../operations/projects.ts';
+import { defaultFromOf, readProjectSettings, readProjectSettingsText, updateProject } from '../../operations/projects.ts';
 import { requireViewerProject } from '../../operations/users.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, notice, page } from '../layout.ts';
@@ -27,19 +26,10 @@ function valuesOf(project: Project): Record<Field, string> {
   };
 }
 
-/** The changes the form asks for, read as update_project reads its arguments (domain/args.ts). */
-function changesOf(form: Record<string, string>): ProjectChanges {
-  const retention = (form.retention_days ?? '').trim();
-  return {
-    name: form.name ?? '',
-    settings: {
-      // A checkbox left unticked is not posted: off.
-      sandbox: form.sandbox === 'on',
-      tracking: form.tracking === 'on',
-      default_from: form.default_from ?? '',
-      retention_days: retention === '' ? null : new Args({ retention_days: retention }, 'settings').int('retention_days', { min: 0, max: MAX_RETENTION_DAYS }),
-    },
-  };
+/** The changes the form asks for, and every field's refusal at once (operations/projects.ts). */
+function changesOf(form: Record<string, string>) {
+  // A checkbox left unticked is not posted: off.
+  return readProjectSettingsText({ name: form.name ?? '', sandbox: form.sandbox === 'on', tracking: form.tracking === 'on', default_from: form.default_from ?? '', retention_days: form.retention_days ?? '' });
 }
 
 /** Which field an operation's error names ('argument "settings.default_from" ...', 'setting "default_from" ...'). */
@@ -85,14 +75,16 @@ export function installProjectSettingsPages(app: FastifyInstance, routes: Dashbo
     const viewer = viewerOf(request);
     const project = await projectOf(viewer, request.params);
     const form = formOf(request);
+    const values = { ...form, sandbox: form.sandbox === 'on' ? 'on' : '', tracking: form.tracking === 'on' ? 'on' : '' };
+    const { changes, errors } = changesOf(form);
+    if (Object.keys(errors).length > 0) return sendPage(reply, render(viewer, project, settingsForm(viewer, project, values, errors, serverDefaults)), 406);
     try {
-      const { project: saved } = await updateProject(services, viewer.account, project.uid, changesOf(form));
+      const { project: saved } = await updateProject(services, viewer.account, project.uid, changes);
       const mode = readProjectSettings(saved).sandbox ? 'in sandbox mode: nothing it sends leaves this machine' : 'live: it sends real mail';
       return redirectWithNotice(reply, routes, `/projects/${encodeURIComponent(saved.uid)}/settings`, { kind: 'ok', text: `Settings of ${saved.name} saved. The project is ${mode}.` });
     } catch (error) {
       if (!(error instanceof ApiError) || error.status === 'not_found') throw error;
       const field = fieldOfError(error.message) ?? 'form';
-      const values = { ...form, sandbox: form.sandbox === 'on' ? 'on' : '', tracking: form.tracking === 'on' ? 'on' : '' };
       return sendPage(reply, render(viewer, project, settingsForm(viewer, project, values, { [field]: error.message }, serverDefaults)), error.httpCode);
     }
   });

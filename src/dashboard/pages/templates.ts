@@ -1,4 +1,5 @@
-// Templates and layouts: list, create, edit with a live preview, delete. The preview renders the
+// Templates and layouts: list, create, edit with a live preview, delete (after a confirmation page,
+// docs/dashboard.md, "Confirmations"). The preview renders the
 // edited (unsaved) fields with sample variables through the real merge and variable code
 // (operations/template-preview.ts): assets/preview.js posts the form into the sandboxed preview
 // frame (its HTML part styled as sent, nothing run) and fetches the field errors as JSON.
@@ -13,7 +14,7 @@ import { html, type SafeHtml } from '../html.ts';
 import { csrfField, notice, page, projectPicker } from '../layout.ts';
 import { formOf, queryOf, redirectWithNotice, sendPage, viewerOf, type DashboardRoutes, type PageViewer } from '../requests.ts';
 import { framePolicy } from './messages.ts';
-import { pickProject } from './common.ts';
+import { confirmationPage, pickProject } from './common.ts';
 
 const FIELDS = ['name', 'subject', 'from', 'parent', 'text', 'html', 'css'] as const;
 
@@ -116,7 +117,7 @@ export function installTemplatePages(app: FastifyInstance, routes: DashboardRout
     const slug = (request.params as { slug: string }).slug;
     const { template } = await getTemplate(services, { caller: callerFor(viewer, project), projectUid: undefined }, slug);
     const body = html`${editor(viewer, project, slug, templateValues(template), {})}
-<form method="post" action="/templates/${encodeURIComponent(slug)}/delete" class="danger">${csrfField(viewer, `/templates?project=${encodeURIComponent(project.uid)}`)}<input type="hidden" name="project" value="${project.uid}"><button type="submit" class="danger">Delete template ${slug}</button></form>`;
+<p><a class="button danger" href="/templates/${encodeURIComponent(slug)}/delete?project=${encodeURIComponent(project.uid)}">Delete template ${slug}…</a></p>`;
     return sendPage(reply, page(`Template ${slug}`, { viewer, section: 'templates', scripts: ['preview.js'] }, body));
   });
 
@@ -139,6 +140,26 @@ export function installTemplatePages(app: FastifyInstance, routes: DashboardRout
   };
   app.post('/templates', (request, reply) => save(request, reply, null));
   app.post('/templates/:slug', (request, reply) => save(request, reply, (request.params as { slug: string }).slug));
+
+  // Deletion asks first: this page changes nothing; its form (a POST) deletes.
+  app.get('/templates/:slug/delete', async (request, reply) => {
+    const viewer = viewerOf(request);
+    const { project } = await pickProject(services, viewer, queryOf(request).project);
+    const slug = (request.params as { slug: string }).slug;
+    const { template } = await getTemplate(services, { caller: callerFor(viewer, project), projectUid: undefined }, slug);
+    const list = `/templates?project=${encodeURIComponent(project.uid)}`;
+    return sendPage(reply, confirmationPage(viewer, {
+      title: 'Delete a template',
+      section: 'templates',
+      what: html`<p>Delete the template <strong>${template.slug}</strong>${template.name ? html` (${template.name})` : ''} of the project ${project.name}?
+Its subject, From, HTML, text and CSS are deleted; a send_message naming it is refused from then on. Messages already accepted keep the content they were accepted with. This cannot be undone.</p>`,
+      action: `/templates/${encodeURIComponent(template.slug)}/delete`,
+      fields: { project: project.uid },
+      button: 'Delete the template',
+      back: `/templates/${encodeURIComponent(template.slug)}?project=${encodeURIComponent(project.uid)}`,
+      returnPath: list,
+    }));
+  });
 
   app.post('/templates/:slug/delete', async (request, reply) => {
     const viewer = viewerOf(request);

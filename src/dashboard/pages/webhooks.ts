@@ -1,6 +1,7 @@
 // Webhook endpoints with their recent deliveries, retry of failed ones, secret rotation (the new
-// secret shown once), disabling and enabling an endpoint, and its removal after a confirmation
-// (update_webhook's and delete_webhook's operations). Account users only.
+// secret shown once) and removal, each after a confirmation page (docs/dashboard.md,
+// "Confirmations"), disabling and enabling an endpoint (update_webhook's and delete_webhook's
+// operations). Account users only.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ApiError } from '../../domain/errors.ts';
 import {
@@ -19,7 +20,7 @@ import { listViewerProjects } from '../../operations/users.ts';
 import { formatTime, html } from '../html.ts';
 import { csrfField, page } from '../layout.ts';
 import { formOf, redirectWithNotice, sendPage, viewerOf, type DashboardRoutes, type PageViewer } from '../requests.ts';
-import { requireAccountUser } from './common.ts';
+import { confirmationPage, requireAccountUser } from './common.ts';
 
 const RECENT_DELIVERIES = 50;
 
@@ -71,6 +72,31 @@ ${deliveries.length === 0 ? html`<tr><td colspan="7" class="empty">No delivery y
     }
   });
 
+  /** The account's endpoint named by the URL, or not_found. */
+  const endpointOf = async (viewer: PageViewer, uid: string): Promise<WebhookView> => {
+    const hook = (await listWebhooks(services, viewer.account)).find((h) => h.webhook.uid === uid);
+    if (!hook) throw new ApiError('not_found', `Webhook ${uid} not found.`);
+    return hook;
+  };
+
+  // Rotation asks first: the endpoint's receiver rejects everything signed after it until it has
+  // the new secret.
+  app.get('/webhooks/:uid/rotate', async (request, reply) => {
+    const viewer = viewerOf(request);
+    requireAccountUser(viewer);
+    const hook = await endpointOf(viewer, uidOf(request));
+    return sendPage(reply, confirmationPage(viewer, {
+      title: 'Rotate a webhook secret',
+      section: 'webhooks',
+      what: html`<p>Rotate the signing secret of <strong class="url">${hook.webhook.url}</strong> (${hook.projectUid ?? 'every project'})?
+The current secret stops being used at once: every request from now on, retries of older events included, is signed with the new one, which is shown once. Until the receiver has the new secret it rejects them as unsigned. This cannot be undone.</p>`,
+      action: `/webhooks/${encodeURIComponent(hook.webhook.uid)}/rotate`,
+      button: 'Rotate the secret',
+      back: '/webhooks',
+      returnPath: '/webhooks',
+    }));
+  });
+
   app.post('/webhooks/:uid/rotate', async (request, reply) => {
     const viewer = viewerOf(request);
     requireAccountUser(viewer);
@@ -99,12 +125,17 @@ ${deliveries.length === 0 ? html`<tr><td colspan="7" class="empty">No delivery y
   app.get('/webhooks/:uid/remove', async (request, reply) => {
     const viewer = viewerOf(request);
     requireAccountUser(viewer);
-    const hook = (await listWebhooks(services, viewer.account)).find((h) => h.webhook.uid === uidOf(request));
-    if (!hook) throw new ApiError('not_found', `Webhook ${uidOf(request)} not found.`);
-    const body = html`<section class="card"><p>Remove the endpoint <strong class="url">${hook.webhook.url}</strong> (${hook.projectUid ?? 'every project'})?
-It receives no new events, and requests not yet delivered to it are not sent. This cannot be undone: to stop it for a while, disable it instead.</p>
-<form method="post" action="/webhooks/${encodeURIComponent(hook.webhook.uid)}/remove" class="actions">${csrfField(viewer, '/webhooks')}<button type="submit" class="danger">Remove the endpoint</button> <a class="button secondary" href="/webhooks">Cancel</a></form></section>`;
-    return sendPage(reply, page('Remove a webhook', { viewer, section: 'webhooks' }, body));
+    const hook = await endpointOf(viewer, uidOf(request));
+    return sendPage(reply, confirmationPage(viewer, {
+      title: 'Remove a webhook',
+      section: 'webhooks',
+      what: html`<p>Remove the endpoint <strong class="url">${hook.webhook.url}</strong> (${hook.projectUid ?? 'every project'})?
+It receives no new events, and requests not yet delivered to it are not sent. This cannot be undone: to stop it for a while, disable it instead.</p>`,
+      action: `/webhooks/${encodeURIComponent(hook.webhook.uid)}/remove`,
+      button: 'Remove the endpoint',
+      back: '/webhooks',
+      returnPath: '/webhooks',
+    }));
   });
 
   app.post('/webhooks/:uid/remove', async (request, reply) => {
@@ -131,11 +162,11 @@ function uidOf(request: { params: unknown }): string {
   return (request.params as { uid: string }).uid;
 }
 
-/** An endpoint's row: rotate its secret, disable or enable it, remove it (asked first). */
+/** An endpoint's row: rotate its secret and remove it (each asked first), disable or enable it. */
 function endpointActions(viewer: PageViewer, h: WebhookView) {
   const base = `/webhooks/${encodeURIComponent(h.webhook.uid)}`;
   const disabled = h.webhook.status !== 'active';
-  return html`<div class="actions"><form method="post" action="${base}/rotate">${csrfField(viewer)}<button type="submit" class="link">Rotate secret</button></form>
+  return html`<div class="actions"><a href="${base}/rotate" aria-label="Rotate the secret of ${h.webhook.url}">Rotate secret…</a>
 <form method="post" action="${base}/status">${csrfField(viewer)}<input type="hidden" name="status" value="${disabled ? 'active' : 'disabled'}"><button type="submit" class="link" aria-label="${disabled ? 'Enable' : 'Disable'} ${h.webhook.url}">${disabled ? 'Enable' : 'Disable'}</button></form>
 <a href="${base}/remove" aria-label="Remove ${h.webhook.url}">Remove…</a></div>`;
 }

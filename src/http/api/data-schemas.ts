@@ -10,10 +10,27 @@ export function nullable<T extends TSchema>(schema: T) {
 }
 
 const Count = Type.Integer({ minimum: 0 });
+
+// The two ways the API writes a time (domain/time.ts). Each time field declares its format as a
+// pattern, so the tests, which check every answer against its method's schema, fail when a field
+// is answered in the other format than its schema and description say.
+export const ISO_TIME_PATTERN = '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}Z$';
+export const API_TIME_PATTERN = '^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}:\\d{2}$';
+
+/** A time as formatIsoTime writes it ("2026-03-14T09:30:00Z"), or null; `what` says what it is. */
+export function isoTime(what?: string) {
+  return nullable(Type.String({ pattern: ISO_TIME_PATTERN, description: `ISO 8601 in UTC, written YYYY-MM-DDTHH:MM:SSZ${what ? `; ${what}` : ''}` }));
+}
+
+/** A time as formatApiTime writes it ("2026-03-14 09:30:00", UTC), or null; `what` says what it is. */
+export function apiTime(what?: string) {
+  return nullable(Type.String({ pattern: API_TIME_PATTERN, description: `UTC, written YYYY-MM-DD HH:MM:SS${what ? `; ${what}` : ''}` }));
+}
+
 /** An ISO 8601 time (UTC) or null when it has not happened. */
-export const IsoTime = nullable(Type.String({ description: 'ISO 8601 time, UTC' }));
-/** The API's "YYYY-MM-DD HH:MM:SS" UTC time of the report methods, or null. */
-export const ApiTime = nullable(Type.String({ description: 'UTC time written YYYY-MM-DD HH:MM:SS' }));
+export const IsoTime = isoTime();
+/** The API's "YYYY-MM-DD HH:MM:SS" UTC time of the transmission reports and history, or null. */
+export const ApiTime = apiTime();
 
 export const AccountData = Type.Object({
   uid: Type.String(),
@@ -154,7 +171,7 @@ const HistoryRecordFields = {
 };
 
 export const HistoryPageData = Type.Object({
-  date_range: Type.Array(nullable(Type.String()), { minItems: 2, maxItems: 2, description: '[from, to] as YYYY-MM-DD, null where open' }),
+  date_range: Type.Array(nullable(Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$' })), { minItems: 2, maxItems: 2, description: '[from, to] as YYYY-MM-DD, null where open' }),
   messages_history: Type.Array(
     Type.Object({
       ...HistoryRecordFields,
@@ -178,8 +195,9 @@ export const MessageListing = Type.Object({
   transmissions_total: Count,
   transmissions_failed: Count,
   transmissions_completed: Count,
-  created_at: ApiTime,
-  will_purge_at: ApiTime,
+  created_at: IsoTime,
+  will_purge_at: IsoTime,
+  send_at: isoTime('when a message scheduled with send_at is due; null when it was due at acceptance'),
 });
 
 const MetricValue = Type.Object({

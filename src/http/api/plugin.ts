@@ -5,14 +5,14 @@
 // The order of checks is the clients' (compatibility.md): version, body (UTF-8, JSON), key
 // (401/423), method (call_error), then the method's own argument checks.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { Args, type Json, type JsonObject } from '../../domain/args.ts';
+import { Args, cutText, type Json, type JsonObject } from '../../domain/args.ts';
 import { ApiError, callError, MESSAGES } from '../../domain/errors.ts';
 import { authenticate } from '../../operations/authenticate.ts';
 import type { Services } from '../../services.ts';
 import { takeKeyToken } from '../../operations/rate-limits.ts';
 import { checkArgumentPolicy } from './argument-policy.ts';
 import { decodeBody } from './body.ts';
-import { RetryLaterError, sendError, sendOk, storeUnavailableIn } from './envelope.ts';
+import { echoedUid, RetryLaterError, sendError, sendOk, storeUnavailableIn, type EchoedUid } from './envelope.ts';
 import { METHODS } from './methods/index.ts';
 
 const VERSIONS = new Set(['1.0', '1.1']);
@@ -42,14 +42,23 @@ export async function postageAppApi(app: FastifyInstance, opts: { services: Serv
     if (request.method !== 'POST') {
       return sendError(reply, null, new ApiError('method_not_allowed', `Every API call is an HTTP POST; got ${request.method}.`));
     }
+    // A compressed body is refused before it is read, so its bytes are never taken for JSON text.
+    const encoding = contentEncodingOf(request.headers['content-encoding']);
+    if (encoding !== null) {
+      return sendError(
+        reply,
+        null,
+        new ApiError('unsupported_media_type', `Content-Encoding ${encoding} is not accepted: send the request body uncompressed (no Content-Encoding, or identity).`),
+      );
+    }
     if (match[1] === '1.0' && !/^application\/json\s*(;|$)/i.test(request.headers['content-type'] ?? '')) {
       return sendError(reply, null, new ApiError('invalid_json', 'API version 1.0 requires the header Content-Type: application/json.'));
     }
     request.posthornMethod = match[2];
   });
 
-  const unavailable = outageLog();
-  app.post('/*', (request, reply) => handleApiCall(services, request, reply, unavailable));
+  const outage = outageLog();
+  app.post('/*', (request, reply) => handleApiCall(services, request, reply, outage));
 
   app.setNotFoundHandler((request, reply) => sendError(reply, null, new ApiError('not_found', `No such path: ${request.method} ${request.url.split('?')[0]}`)));
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
@@ -64,24 +73,73 @@ export async function postageAppApi(app: FastifyInstance, opts: { services: Serv
   });
 }
 
+/**
+ * The Content-Encoding of a body that is not plain, as the client wrote it (cut), or null when
+ * there is none or it is only identity. Bodies are read as they come: a gzip, br or deflate body
+ * (or any other coding) would otherwise reach the JSON reader as bytes.
+ */
+function contentEncodingOf(header: string | string[] | undefined): string | null {
+  if (header === undefined) return null;
+  const text = Array.isArray(header) ? header.join(', ') : header;
+  const codings = text.split(',').map((c) => c.trim().toLowerCase()).filter((c) => c !== '');
+  if (codings.every((c) => c === 'identity')) return null;
+  return JSON.stringify(cutText(text.trim(), 40));
+}
+
 /** How often, at most, the API logs the 503s of a database outage (with how many it answered). */
 const OUTAGE_LOG_MS = 10_000;
+
+/** What the API says of an outage: each 503 it answers, and each call that went through. */
+interface OutageLog {
+  unavailable(request: FastifyRequest, method: string | undefined, error: Error): void;
+  answered(request: FastifyRequest): void;
+}
 
 /**
  * The warning of the 503s answered while the database is unavailable: the first one of an
  * outage at once, then one line per OUTAGE_LOG_MS with how many were answered since (an outage
- * under load answers thousands; docs/operations.md, "When the database is away").
+ * under load answers thousands; docs/operations.md, "When the database is away"), the last of
+ * them when OUTAGE_LOG_MS passes without another line; and when a call goes through again, one
+ * line with the outage's total. The log keeps the cause's message (it may name the file or the
+ * server); clients see its reason only (http/api/envelope.ts).
  */
-function outageLog(): (request: FastifyRequest, method: string | undefined, cause: string) => void {
+function outageLog(): OutageLog {
+  let since: number | null = null;
+  let total = 0;
   let lastAt = 0;
-  let since = 0;
-  return (request, method, cause) => {
-    since++;
-    const now = Date.now();
-    if (now - lastAt < OUTAGE_LOG_MS) return;
-    request.log.warn({ method, cause, answered: since }, 'database unavailable: answered 503');
-    lastAt = now;
-    since = 0;
+  let unreported = 0;
+  let last: { request: FastifyRequest; method: string | undefined; cause: string } | null = null;
+  let timer: NodeJS.Timeout | null = null;
+  const report = () => {
+    if (timer) clearTimeout(timer);
+    timer = null;
+    if (unreported === 0 || !last) return;
+    last.request.log.warn({ method: last.method, cause: last.cause, answered: unreported }, 'database unavailable: answered 503');
+    lastAt = Date.now();
+    unreported = 0;
+  };
+  return {
+    unavailable(request, method, error) {
+      const now = Date.now();
+      since ??= now;
+      total++;
+      unreported++;
+      last = { request, method, cause: error.message };
+      if (now - lastAt >= OUTAGE_LOG_MS) report();
+      else if (!timer) {
+        timer = setTimeout(report, lastAt + OUTAGE_LOG_MS - now);
+        timer.unref();
+      }
+    },
+    answered(request) {
+      if (since === null) return;
+      report();
+      request.log.info({ answered: total, outageMs: Date.now() - since }, 'database available again: the API answers; the outage answered 503 this many times');
+      since = null;
+      total = 0;
+      lastAt = 0;
+      last = null;
+    },
   };
 }
 
@@ -89,19 +147,21 @@ async function handleApiCall(
   services: Services,
   request: FastifyRequest,
   reply: FastifyReply,
-  unavailable: (request: FastifyRequest, method: string | undefined, cause: string) => void,
+  outage: OutageLog,
 ): Promise<void> {
   const methodName = request.posthornMethod;
   if (methodName === undefined) {
     return sendError(reply, null, new ApiError('not_found', `No such path: ${request.url.split('?')[0]}. API calls go to /v.1.1/<method>.`));
   }
   let uid: Json | undefined;
+  let echo: EchoedUid;
   try {
     const body = decodeBody(request.body as Buffer | undefined);
     // The uid is echoed only once the body passed the policy: a uid nested thousands of levels
     // deep could not be written back.
     checkArgumentPolicy(body);
     uid = body.uid;
+    echo = echoedUid(body);
     const apiKey = body.api_key;
     if (apiKey !== undefined && apiKey !== null && typeof apiKey !== 'string') {
       throw callError('"api_key" must be a string');
@@ -123,13 +183,15 @@ async function handleApiCall(
     const args = Args.from(body.arguments);
     method.checkArgs(args.raw);
     const result = await method.run({ services, caller, args, uid, body: body as JsonObject });
-    return sendOk(reply, uid, result);
+    outage.answered(request);
+    return sendOk(reply, echo, result);
   } catch (error) {
-    if (storeUnavailableIn(error)) {
-      unavailable(request, methodName, (error as Error).message);
+    const unavailable = storeUnavailableIn(error);
+    if (unavailable) {
+      outage.unavailable(request, methodName, unavailable);
     } else if (!(error instanceof ApiError)) {
       request.log.error({ err: error, method: methodName }, 'operation failed unexpectedly');
     }
-    return sendError(reply, uid, error);
+    return sendError(reply, echo, error);
   }
 }

@@ -58,16 +58,26 @@ export function text(doc: Doc = {}) {
   return expect(Type.String(doc), 'a string');
 }
 
+/** A range as people say it: "1 to 65,535", "at least 1", "at most 10"; '' for none. */
+function rangeWords(min: number | undefined, max: number | undefined): string {
+  const n = (v: number) => v.toLocaleString('en-US');
+  if (min !== undefined && max !== undefined) return `${n(min)} to ${n(max)}`;
+  if (min !== undefined) return `at least ${n(min)}`;
+  if (max !== undefined) return `at most ${n(max)}`;
+  return '';
+}
+
 /**
  * A whole number, or its decimal spelling ("" counts as absent). The range is shown in the
  * description; the method checks it, naming its bounds.
  */
 export function int(doc: Doc & { minimum?: number; maximum?: number } = {}) {
   const { minimum, maximum, description } = doc;
-  const range = minimum !== undefined || maximum !== undefined ? `(${minimum ?? '-∞'}..${maximum ?? '∞'})` : '';
-  const text = [description, range].filter(Boolean).join(' ');
+  const range = rangeWords(minimum, maximum);
+  const text = [description, range && `(${range})`].filter(Boolean).join(' ');
   return expect(Type.Union([Type.Integer(), Type.String({ pattern: '^\\s*(-?\\d+)?\\s*$' })], text ? { description: text } : {}), 'a whole number');
 }
+
 
 const BOOL_WORDS = '^\\s*([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]|1|0|[Yy][Ee][Ss]|[Nn][Oo]|[Oo][Nn]|[Oo][Ff][Ff])\\s*$';
 
@@ -113,6 +123,11 @@ export function required<T extends TSchema>(schema: T) {
 /** An optional argument: null means absent. */
 export function optional<T extends TSchema>(schema: T) {
   return Type.Optional(expect(Type.Union([schema, Type.Null()]), EXPECTED.get(schema) ?? 'valid'));
+}
+
+/** The request's top-level uid (beside api_key) as a method reads it; `description`: for what. */
+export function topLevelUid(description: string) {
+  return Type.Optional(Type.Union([Type.String(), Type.Number(), Type.Null()], { description }));
 }
 
 /** The `arguments` of a method that takes none: anything given is ignored. */

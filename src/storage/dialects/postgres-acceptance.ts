@@ -36,6 +36,8 @@ export class AcceptanceGroups {
 
   constructor(
     private readonly pool: pg.Pool,
+    /** how long the statement waits for the server's answer (PostgresOptions.timeoutMs) */
+    private readonly timeoutMs: number,
     /** the error a caller sees for a failed statement (the database away: StoreUnavailableError) */
     private readonly translate: (error: unknown) => unknown,
     private readonly isUnavailable: (error: unknown) => boolean,
@@ -90,7 +92,7 @@ export class AcceptanceGroups {
   private async write(group: readonly Pending[]): Promise<void> {
     let rows: Array<{ id: string | number; ord: string | number }>;
     try {
-      rows = (await this.pool.query<{ id: string | number; ord: string | number }>({ name: 'posthorn_accept_messages', text: ACCEPT_MESSAGES_SQL, values: groupValues(group) })).rows;
+      rows = (await this.pool.query<{ id: string | number; ord: string | number }>({ name: 'posthorn_accept_messages', text: ACCEPT_MESSAGES_SQL, values: groupValues(group), query_timeout: this.timeoutMs } as pg.QueryConfig)).rows;
     } catch (error) {
       // A group that failed for a reason of its own rows is written again one by one: a bad row fails alone.
       if (group.length > 1 && !this.isUnavailable(error)) {
@@ -113,11 +115,11 @@ export class AcceptanceGroups {
  * message's id with its position.
  */
 const ACCEPT_MESSAGES_SQL = `WITH i AS (
-  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::integer[], $8::integer[], $9::bigint[], $10::text[])
-    WITH ORDINALITY AS i(project_id, uid, unique_id, template, subject, from_address, recipient_count, deliver, created_at, payload, ord)
+  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::integer[], $8::integer[], $9::bigint[], $10::bigint[], $11::integer[], $12::text[])
+    WITH ORDINALITY AS i(project_id, uid, unique_id, template, subject, from_address, recipient_count, deliver, created_at, send_at, sandbox, payload, ord)
 ), m AS (
-  INSERT INTO messages (project_id, uid, unique_id, template, subject, from_address, recipient_count, deliver, created_at, payload)
-  SELECT project_id, uid, unique_id, template, subject, from_address, recipient_count, deliver, created_at, payload FROM i ORDER BY ord
+  INSERT INTO messages (project_id, uid, unique_id, template, subject, from_address, recipient_count, deliver, created_at, send_at, sandbox, payload)
+  SELECT project_id, uid, unique_id, template, subject, from_address, recipient_count, deliver, created_at, send_at, sandbox, payload FROM i ORDER BY ord
   ON CONFLICT ON CONSTRAINT messages_project_uid DO NOTHING
   RETURNING id, project_id, uid
 ), mi AS (
@@ -125,7 +127,7 @@ const ACCEPT_MESSAGES_SQL = `WITH i AS (
 ), t AS (
   INSERT INTO transmissions (message_id, project_id, recipient, recipient_name, variables, subject, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message)
   SELECT mi.id, c.project_id, c.recipient, c.recipient_name, c.variables, c.subject, c.status, c.next_attempt_at, c.attempts, c.created_at, c.updated_at, c.completed_at, c.result_code, c.result_message
-  FROM unnest($11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::bigint[], $19::integer[], $20::bigint[], $21::bigint[], $22::bigint[], $23::text[], $24::text[])
+  FROM unnest($13::bigint[], $14::bigint[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::bigint[], $21::integer[], $22::bigint[], $23::bigint[], $24::bigint[], $25::text[], $26::text[])
     WITH ORDINALITY AS c(message_ord, project_id, recipient, recipient_name, variables, subject, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message, n)
   JOIN mi ON mi.ord = c.message_ord
   ORDER BY c.n

@@ -28,8 +28,13 @@ export interface PostgresOptions {
   /** connections in this process's pool (config.dbPoolSize) */
   poolSize: number;
   log?: Logger;
-  /** how long a query waits for a free pooled connection before failing (default 30 s) */
-  connectionTimeoutMs?: number;
+  /**
+   * How long a statement waits for a pooled connection (a new one included: its TCP connect and
+   * start-up), and then for the server's answer, before it fails as unavailable (config.dbTimeoutMs,
+   * default 5 s). A server that is frozen or cut off by the network refuses nothing: without this
+   * bound a request would wait as long as the freeze (docs/operations.md, "When the database is away").
+   */
+  timeoutMs?: number;
   /** first and largest delay between LISTEN reconnect attempts */
   reconnectMinMs?: number;
   reconnectMaxMs?: number;
@@ -54,16 +59,23 @@ const typeParsers: pg.CustomTypesConfig = {
 
 export async function openPostgres(url: string, opts: PostgresOptions): Promise<StoreDialect> {
   const log = opts.log;
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const connection = {
     connectionString: url,
     types: typeParsers,
     application_name: 'posthorn',
+    // TCP keepalive: a connection to a server that vanished (a partition, a host that froze) is
+    // found dead by the kernel even while it is idle in the pool or LISTENing.
     keepAlive: true,
+    keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+    connectionTimeoutMillis: timeoutMs,
   };
   const pool = new pg.Pool({
     ...connection,
     max: Math.max(1, opts.poolSize),
-    connectionTimeoutMillis: opts.connectionTimeoutMs ?? 30_000,
+    // The wait for a pooled connection, or for a new one to connect and start up.
+    connectionTimeoutMillis: timeoutMs,
+
     // A write unit only does database work, so a transaction idle for a minute is a stuck process:
     // the server ends it and releases its row locks rather than blocking every other process.
     idle_in_transaction_session_timeout: 60_000,
@@ -99,20 +111,27 @@ export async function openPostgres(url: string, opts: PostgresOptions): Promise<
   if (collation?.linguistic) {
     log?.warn({ collation: collation.name }, 'database collation is not C: text is ordered differently than on SQLite; create the database with --locale=C (docs/operations.md)');
   }
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: guardPool(pool) }) });
+  // The wait for each statement's answer (pg's client-side timer, per statement): past it the
+  // statement fails as `database unreachable (timeout)`, and its connection is closed, not reused
+  // (guardPool). Migrations are not bounded: one may rewrite a large table.
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: guardPool(pool, timeoutMs) }) });
+  const migrationDb = new Kysely<Database>({ dialect: new PostgresDialect({ pool: guardPool(pool, null) }) });
   const listener = new NotificationListener(() => new pg.Client(connection), {
     log,
     reconnectMinMs: opts.reconnectMinMs ?? 100,
     reconnectMaxMs: opts.reconnectMaxMs ?? 10_000,
   });
 
-  const notifier = new CoalescingNotifier((channel) => pool.query('select pg_notify($1, $2)', [channel, '']).then(() => {}));
+  const notifier = new CoalescingNotifier((channel) => pool.query({ text: 'select pg_notify($1, $2)', values: [channel, ''], query_timeout: timeoutMs } as pg.QueryConfig).then(() => {}));
 
-  const acceptance = new AcceptanceGroups(pool, (error) => postgresUnavailable(error) ?? error, (error) => postgresUnavailable(error) !== null);
+  // An acceptance is one statement that commits on its own.
+  const acceptance = new AcceptanceGroups(pool, timeoutMs, (error) => postgresUnavailable(error, true) ?? error, (error) => postgresUnavailable(error) !== null);
   return {
     name: 'postgres',
     db,
+    migrationDb,
     groupCommit: false,
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     insertMessageWithTransmissions: (message, transmissions) => acceptance.accept(message, transmissions),
     bigintType: 'bigint',
     textType: 'text',
@@ -122,6 +141,10 @@ export async function openPostgres(url: string, opts: PostgresOptions): Promise<
     async close() {
       await listener.close();
       await db.destroy();
+      // Kysely ends the pool only through a handle that has been used: a process that stops before
+      // its first statement (a port in use at start) has used the migrations' handle alone, and an
+      // idle connection left open would keep it alive for the pool's idle timeout.
+      if (!pool.ending) await pool.end();
     },
   };
 }
@@ -163,28 +186,53 @@ export class CoalescingNotifier {
  * StoreUnavailableError naming its cause (docs/operations.md, "When the database is away"). Other
  * errors (constraint violations, ...) pass unchanged.
  */
-function guardPool(pool: pg.Pool): { connect(): Promise<pg.PoolClient>; end(): Promise<void> } {
+function guardPool(pool: pg.Pool, timeoutMs: number | null): { connect(): Promise<pg.PoolClient>; end(): Promise<void> } {
   const translate = (error: unknown): never => {
     throw postgresUnavailable(error) ?? error;
   };
   return {
     async connect() {
       const client = await pool.connect().catch(translate);
+      // A statement that got no answer in time leaves its connection in an unknown state (the
+      // answer may still come, to the next statement): the rest of its transaction fails at once
+      // (its ROLLBACK included, which would wait as long again), and it is closed on release.
+      let lost: StoreUnavailableError | null = null;
+      // Between BEGIN and its end a statement commits nothing on its own; outside, a write does.
+      let inTransaction = false;
       return new Proxy(client, {
         get(target, key, receiver) {
+          if (key === 'release') return (error?: Error | boolean) => target.release(error ?? lost ?? undefined);
           if (key !== 'query') return Reflect.get(target, key, receiver);
           return (...args: unknown[]) => {
+            if (lost) return Promise.reject(lost);
+            const text = typeof args[0] === 'string' ? args[0] : '';
+            const commits = COMMIT_TEXT.test(text) || (!inTransaction && WRITE_TEXT.test(text));
+            if (BEGIN_TEXT.test(text)) inTransaction = true;
+            else if (COMMIT_TEXT.test(text) || ROLLBACK_TEXT.test(text)) inTransaction = false;
             // A hot statement of fixed text (dialect.ts preparedOnServer) runs as a named one: parsed
             // and planned once per connection.
-            const name = typeof args[0] === 'string' ? serverStatementName(args[0]) : undefined;
-            if (name !== undefined) args = [{ name, text: args[0], values: args[1] }];
+            if (typeof args[0] === 'string') {
+              const name = serverStatementName(args[0]);
+              args = [{ ...(name !== undefined ? { name } : {}), text: args[0], values: args[1], ...(timeoutMs !== null ? { query_timeout: timeoutMs } : {}) }];
+            }
             const result = (target.query as (...a: unknown[]) => unknown)(...args);
-            return result instanceof Promise ? result.catch(translate) : result;
+            if (!(result instanceof Promise)) return result;
+            return result.catch((error: unknown) => {
+              const unavailable = postgresUnavailable(error, commits);
+              if (unavailable?.reason === TIMED_OUT) {
+                lost = unavailable;
+                (target as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+              }
+              throw unavailable ?? error;
+            });
           };
         },
       });
     },
-    end: () => pool.end(),
+    // Both handles (bounded and the migrations') share the pool: ended once.
+    end: async () => {
+      if (!pool.ending) await pool.end();
+    },
   };
 }
 
@@ -194,8 +242,9 @@ function guardPool(pool: pg.Pool): { connect(): Promise<pg.PoolClient>; end(): P
  * crash shutdown, 57P05 idle-session timeout, class 08) or is refused (57P03 starting up or in
  * recovery, 53300 too many connections), each named `database unreachable`; the server is read-only
  * (25006: a standby, a demoted primary after a failover, or default_transaction_read_only set by the
- * operator; Posthorn never opens a read-only transaction itself); its disk is full (53100). Not
- * here, because one statement can cause them and a pause would hide it: 53200 out of memory (one
+ * operator; Posthorn never opens a read-only transaction itself); its disk is full (53100) or
+ * failing (58030 io_error, named as SQLite's SQLITE_IOERR is: the server's storage, not the
+ * statement). Not here, because one statement can cause them and a pause would hide it: 53200 out of memory (one
  * query's allocation), 53000/53400 (too many locks or files of one transaction), 55000 (a
  * prerequisite state; writes during recovery fail with 25006), 57014 (a statement cancelled or
  * timed out), 25P03 (a transaction left idle: a stuck process), 57P04 (the database was dropped:
@@ -209,23 +258,59 @@ const UNAVAILABLE_STATES = new Map<string, string>([
   ['53300', 'database unreachable'],
   ['25006', 'database read-only'],
   ['53100', 'database disk full'],
+  ['58030', 'database I/O error'],
 ]);
-const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTCONN', 'EHOSTUNREACH', 'ENETUNREACH']);
-const UNAVAILABLE_TEXT = /Connection terminated|timeout exceeded when trying to connect|not queryable|Client was closed|Connection ended/i;
+/** Connection errors of the operating system, by what a client is told of them (no address). */
+const UNAVAILABLE_ERRNOS = new Map([
+  ['ECONNREFUSED', 'connection refused'],
+  ['ECONNRESET', 'connection reset'],
+  ['EPIPE', 'connection lost'],
+  ['ENOTCONN', 'connection lost'],
+  ['ETIMEDOUT', 'timeout'],
+  ['EHOSTUNREACH', 'no route to the server'],
+  ['ENETUNREACH', 'no route to the server'],
+]);
+/** pg's own messages of a connection that timed out (connecting, waiting for the pool, a statement's answer). */
+const TIMEOUT_TEXT = /connection timeout|timeout exceeded when trying to connect|Query read timeout/i;
+const UNAVAILABLE_TEXT = /Connection terminated|not queryable|Client was closed|Connection ended/i;
+/** Failures of a statement that reached the server, whose answer was lost: it may have run. */
+const ANSWER_LOST_TEXT = /Query read timeout|Connection terminated unexpectedly/i;
+const ANSWER_LOST_ERRNOS = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT']);
+/** Statement texts that open or end a transaction, or write (guardPool's guess at what a lost answer may have written). */
+const BEGIN_TEXT = /^\s*(begin|start\s+transaction)\b/i;
+const COMMIT_TEXT = /^\s*(commit|end)\b/i;
+const ROLLBACK_TEXT = /^\s*rollback\b/i;
+const WRITE_TEXT = /\b(insert|update|delete)\b/i;
+/** The reason of a statement or connection that got no answer within the bound (PostgresOptions.timeoutMs). */
+const TIMED_OUT = 'database unreachable (timeout)';
+/** The default of PostgresOptions.timeoutMs (config.dbTimeoutMs). */
+const DEFAULT_TIMEOUT_MS = 5000;
+/** Idle time before the kernel's first keepalive probe on a connection. */
+const KEEPALIVE_IDLE_MS = 10_000;
 
 /**
  * The StoreUnavailableError for a lost, refused or timed-out connection, or a server that cannot
- * write now (read-only, disk full), naming the cause; null for any other error.
+ * write now (read-only, disk full), naming the cause; null for any other error. Its message (for
+ * the log) is the driver's; its reason (for clients) the kind and the SQLSTATE or errno, never
+ * the server's address.
  */
-export function postgresUnavailable(error: unknown): StoreUnavailableError | null {
+export function postgresUnavailable(error: unknown, commits = false): StoreUnavailableError | null {
   if (error instanceof StoreUnavailableError) return error;
   if (!(error instanceof Error)) return null;
   const code = String((error as { code?: unknown }).code ?? '');
-  const what =
-    UNAVAILABLE_STATES.get(code) ??
-    (code.startsWith('08') || UNAVAILABLE_ERRNOS.has(code) || UNAVAILABLE_TEXT.test(error.message) ? 'database unreachable' : null);
-  if (what === null) return null;
-  return new StoreUnavailableError(`${what}: ${code && !error.message.includes(code) ? `${code} ` : ''}${error.message}`, { cause: error });
+  let reason: string | null = null;
+  const state = UNAVAILABLE_STATES.get(code);
+  if (state !== undefined) reason = `${state} (${code})`;
+  else if (code.startsWith('08')) reason = `database unreachable (${code})`;
+  else if (UNAVAILABLE_ERRNOS.has(code)) reason = `database unreachable (${UNAVAILABLE_ERRNOS.get(code)})`;
+  else if (TIMEOUT_TEXT.test(error.message)) reason = TIMED_OUT;
+  else if (UNAVAILABLE_TEXT.test(error.message)) reason = 'database unreachable (connection lost)';
+  if (reason === null) return null;
+  const what = reason.slice(0, reason.indexOf(' ('));
+  // Not when connecting (the errno's syscall): no statement was sent yet.
+  const connecting = (error as { syscall?: unknown }).syscall === 'connect';
+  const mayHaveWritten = commits && !connecting && (ANSWER_LOST_TEXT.test(error.message) || ANSWER_LOST_ERRNOS.has(code));
+  return new StoreUnavailableError(`${what}: ${code && !error.message.includes(code) ? `${code} ` : ''}${error.message}`, { cause: error, reason, mayHaveWritten });
 }
 
 /** An error as a log field: message and code, never the connection string. */

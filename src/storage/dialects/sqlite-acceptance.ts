@@ -303,7 +303,7 @@ export class SqliteAcceptanceThread {
       if (this.worker === worker) this.worker = null;
       // Whether what it held was written is not known: the callers are told to try again (a
       // message that was written then answers as a duplicate of its uid, never a second copy).
-      const error = this.options.unavailable(cause) ?? new StoreUnavailableError(`the acceptance thread stopped: ${cause.message}`, { cause });
+      const error = this.options.unavailable(cause) ?? new StoreUnavailableError(`the acceptance thread stopped: ${cause.message}`, { cause, reason: 'database unavailable: the acceptance thread stopped', mayHaveWritten: true });
       for (const waiting of this.sent.values()) for (const w of waiting) w.reject(error);
       this.sent.clear();
     };

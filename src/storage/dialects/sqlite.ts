@@ -214,7 +214,7 @@ function guardStatement(sqlite: SqliteDatabase.Database, statement: SqliteDataba
       return run();
     } catch (error) {
       const unavailable = sqliteUnavailable(error, file);
-      if (unavailable && unavailable.message.startsWith('disk full')) diskFull.add(sqlite);
+      if (unavailable?.reason === DISK_FULL) diskFull.add(sqlite);
       throw unavailable ?? error;
     }
   };
@@ -294,16 +294,16 @@ function shrinkWal(sqlite: SqliteDatabase.Database): void {
 export function sqliteUnavailable(error: unknown, file: string): StoreUnavailableError | null {
   if (error instanceof StoreUnavailableError) return error;
   const code = String((error as { code?: unknown } | null)?.code ?? '');
-  if (code === 'SQLITE_FULL' || code === 'ENOSPC') return new StoreUnavailableError(`disk full: ${file}`, { cause: error });
+  if (code === 'SQLITE_FULL' || code === 'ENOSPC') return new StoreUnavailableError(`disk full: ${file}`, { cause: error, reason: DISK_FULL });
   if (code.startsWith('SQLITE_IOERR') || code === 'EIO') {
-    return new StoreUnavailableError(`database I/O error: ${file}: ${(error as Error).message}`, { cause: error });
+    return new StoreUnavailableError(`database I/O error: ${file}: ${(error as Error).message}`, { cause: error, reason: 'database I/O error' });
   }
   return null;
 }
 
 /** The StoreUnavailableError for a write lock still held by others after BUSY_TIMEOUT_MS, or null. */
 function lockedOut(error: unknown, file: string): StoreUnavailableError | null {
-  return isBusy(error) ? new StoreUnavailableError(lockedMessage(file), { cause: error }) : null;
+  return isBusy(error) ? new StoreUnavailableError(lockedMessage(file), { cause: error, reason: LOCKED }) : null;
 }
 
 /** SQLITE_BUSY or one of its extended codes: another connection holds the lock. */
@@ -311,12 +311,11 @@ function isBusy(error: unknown): boolean {
   return String((error as { code?: unknown } | null)?.code ?? '').startsWith('SQLITE_BUSY');
 }
 
-/** What a caller is told when the write lock is held elsewhere (the store waits, then says it). */
+/** What the log is told when the write lock is held elsewhere (the store waits, then says it). */
 const lockedMessage = (file: string) => `database is locked by another connection: ${file}`;
 
-/** The SQLite file for a sqlite:// URL or a data directory. */
-export function sqliteFileFrom(databaseUrl: string | null, dataDir: string): string {
-  if (databaseUrl === null) return path.join(dataDir, 'posthorn.db');
-  const rest = databaseUrl.replace(/^sqlite:(\/\/)?/, '');
-  return rest === ':memory:' ? rest : path.resolve(rest);
-}
+/** The reasons clients are shown (domain/errors.ts StoreUnavailableError): no path. */
+const DISK_FULL = 'disk full';
+export const LOCKED = 'database locked by another connection';
+
+export { sqliteFileFrom } from '../../domain/database-url.ts';

@@ -4,7 +4,7 @@ import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../../domain/errors.ts';
 import { cancelMessage } from '../../../operations/cancel-message.ts';
 import type { ProjectCaller } from '../../../operations/context.ts';
-import { anyOf, arr, int, obj, optional, str, text } from '../schema.ts';
+import { anyOf, arr, int, obj, optional, str, text, topLevelUid } from '../schema.ts';
 import { defineMethods } from './types.ts';
 
 /** Most recipients one call names. */
@@ -32,10 +32,13 @@ export const cancelMessageMethods = defineMethods([
     key: 'project',
     summary: "Cancels a message's copies (all, or the recipients named) that have not been sent yet: they end failed with result CANCELLED.",
     args: CANCEL_MESSAGE_ARGS,
+    topLevel: Type.Object({ uid: topLevelUid('the message to cancel when arguments has neither uid nor id; echoed in response.uid') }),
     data: CancelData,
     async run({ services, caller, args, uid }) {
-      const givenUid = args.string('uid') || (typeof uid === 'string' && uid !== '' ? uid : undefined);
       const id = args.int('id', { min: 1 });
+      // The top-level uid names the message only when arguments name none: beside arguments.id it
+      // is the request's own reference (the npm client sends a random one with every call).
+      const givenUid = args.string('uid') || (id === undefined && typeof uid === 'string' && uid !== '' ? uid : undefined);
       if (givenUid === undefined && id === undefined) throw new ApiError('bad_request', 'Missing required argument "uid" (or "id"): the message to cancel.');
       const named = args.value('recipients');
       const recipients = named == null ? undefined : typeof named === 'string' ? [named] : (named as string[]);

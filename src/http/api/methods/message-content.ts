@@ -5,7 +5,7 @@ import { Type } from '@sinclair/typebox';
 import { findProjectMessage, getMessageContent, getMessageSource } from '../../../operations/message-views.ts';
 import { nullable } from '../data-schemas.ts';
 import { obj, optional, str } from '../schema.ts';
-import { targetUid } from './reports.ts';
+import { TARGET_UID, targetUid } from './reports.ts';
 import { defineMethods, projectOf } from './types.ts';
 
 const MESSAGE_ARGS = obj({
@@ -42,6 +42,7 @@ export const messageContentMethods = defineMethods([
     key: 'project',
     summary: 'The content of a message as a recipient received it: subject, From, headers, text and HTML parts, attachment names.',
     args: MESSAGE_ARGS,
+    topLevel: TARGET_UID,
     data: MessageContentData,
     async run({ services, caller, args, uid }) {
       const message = await findProjectMessage(services, projectOf(caller), targetUid({ args, uid }));
@@ -68,6 +69,7 @@ export const messageContentMethods = defineMethods([
     key: 'project',
     summary: 'The MIME source of a message as composed for a recipient, base64.',
     args: MESSAGE_ARGS,
+    topLevel: TARGET_UID,
     data: MessageSourceData,
     async run({ services, caller, args, uid }) {
       const message = await findProjectMessage(services, projectOf(caller), targetUid({ args, uid }));

@@ -25,7 +25,8 @@ export function metaMethods(all: () => readonly MethodDef[]): MethodDef[] {
       key: 'any',
       summary: 'Always fails with 500 internal_server_error, so clients can test their error path.',
       args: NO_ARGUMENTS,
-      data: Type.Null({ description: 'never answered: the call always fails' }),
+      // Never: the OpenAPI document declares no 200 for it, only the error answers.
+      data: Type.Never({ description: 'never answered: the call always fails' }),
       async run() {
         throw new ApiError('internal_server_error', 'This is a test error: test_error always fails.');
       },

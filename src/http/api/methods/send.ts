@@ -6,7 +6,7 @@ import { readSendRequest } from '../../../domain/send-request.ts';
 import type { ProjectCaller } from '../../../operations/context.ts';
 import { sendMessage } from '../../../operations/send-message.ts';
 import { MessageRef } from '../data-schemas.ts';
-import { any, anyOf, bool, map, obj, optional, str, text } from '../schema.ts';
+import { any, anyOf, bool, map, obj, optional, str, text, topLevelUid } from '../schema.ts';
 import { defineMethods } from './types.ts';
 
 const Part = optional(text());
@@ -49,9 +49,15 @@ export const sendMethods = defineMethods([
     key: 'project',
     summary: 'Accepts a message for delivery: one transmission per recipient. Answers data.message.{id, url}.',
     args: SEND_MESSAGE_ARGS,
+    topLevel: Type.Object({
+      uid: topLevelUid(
+        'names the message, unique per project: a second send with a uid already used is refused as a duplicate (400 bad_request); a number is stored as its text; at most 255 characters; default: the SHA-256 of the arguments, so an identical resend is a duplicate too (docs/api/send-message.md, "Uid"); echoed in response.uid',
+      ),
+      recipient_override: Type.Optional(Type.String({ description: 'as arguments.recipient_override, which wins when both are given' })),
+    }),
     data: Type.Object({ message: MessageRef }),
     async run({ services, caller, args, uid, body }) {
-      const request = readSendRequest(args, { uid, recipientOverride: body.recipient_override });
+      const request = readSendRequest(args, { uid, recipientOverride: body.recipient_override, maxRecipients: services.config.maxRecipients });
       const message = await sendMessage(services, caller as ProjectCaller, request);
       return { data: { message: { id: message.id, url: message.url } } };
     },

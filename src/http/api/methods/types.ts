@@ -34,8 +34,18 @@ export interface MethodDef {
   readonly summary: string;
   /** the `arguments` object (other keys are ignored) */
   readonly args: TObject;
+  /**
+   * The fields of the request body beside api_key and arguments that the method reads: the
+   * top-level uid when it means more than the echo in response.uid (the message a lookup is about,
+   * send_message's message uid), send_message's recipient_override, messages_history's from/to.
+   * Described in the OpenAPI request body and docs/api/reference.md; not checked by a schema (the
+   * method reads them itself).
+   */
+  readonly topLevel?: TObject;
   /** the envelope's `data` on success */
   readonly data: TSchema;
+  /** fields of the envelope's `response` on success besides status and uid (MethodResult.response) */
+  readonly response?: TObject;
   run(call: MethodCall): Promise<MethodResult>;
 }
 

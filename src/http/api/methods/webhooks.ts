@@ -1,7 +1,7 @@
 // Account-key methods of delivery webhooks (docs/webhooks.md): endpoints, their secrets, and the record of
 // deliveries (pending, delivered, failed) with every attempt. Secrets appear only in the answers of
 // create_webhook and rotate_webhook_secret.
-import type { Args } from '../../../domain/args.ts';
+import { longerThan, numberSpellingOf, wholeNumberSpellingProblem, type Args } from '../../../domain/args.ts';
 import { eventIdOf, mailboxUidOfRef } from '../../../domain/outbound-refs.ts';
 import { formatIsoTime } from '../../../domain/time.ts';
 import {
@@ -82,7 +82,7 @@ function readEvents(args: Args): WebhookEvent[] | undefined {
 
 function readUid(args: Args): string {
   const uid = args.storedUid();
-  if (uid.length > WEBHOOK_LIMITS.uidChars) throw args.invalid('uid', `must be at most ${WEBHOOK_LIMITS.uidChars} characters long`);
+  if (longerThan(uid, WEBHOOK_LIMITS.uidChars)) throw args.invalid('uid', `must be at most ${WEBHOOK_LIMITS.uidChars} characters long`);
   return uid;
 }
 
@@ -155,7 +155,7 @@ export const webhooksMethods = defineMethods([
     name: 'list_webhook_deliveries',
     key: 'account',
     summary: 'Webhook requests and mailbox postbacks, newest first, with every attempt; filter by webhook uid, kind, status.',
-    args: obj({ webhook_uid: optional(str()), kind: optional(oneOf(['webhook', 'postback'] as const)), status: optional(oneOf(['pending', 'delivered', 'failed'] as const)), before_id: optional(int({ minimum: 1, description: 'page: ids below this one' })), per_page: optional(int({ minimum: 1, description: 'default 100' })) }),
+    args: obj({ webhook_uid: optional(str()), kind: optional(oneOf(['webhook', 'postback'] as const)), status: optional(oneOf(['pending', 'delivered', 'failed'] as const)), before_id: optional(int({ minimum: 1, description: 'page: ids below this one' })), per_page: optional(int({ minimum: 1, description: 'default 100; at most --max-per-page, 1,000 unless configured' })) }),
     data: Type.Object({ deliveries: Type.Array(DeliveryData) }),
     async run({ services, caller, args }) {
       const webhookUid = args.string('webhook_uid');
@@ -176,6 +176,12 @@ export const webhooksMethods = defineMethods([
     async run({ services, caller, args }) {
       const raw = args.array('ids', { required: true });
       if (raw.length > 1000) throw args.invalid('ids', 'may hold at most 1000 ids');
+      // An id beyond 2^53 or written 1e3 is refused naming its place, never rounded (domain/args.ts).
+      raw.forEach((v, i) => {
+        const spelled = numberSpellingOf(raw, i) ?? (typeof v === 'string' && /^\d{16,}$/.test(v) ? v : undefined);
+        const problem = spelled === undefined ? null : wholeNumberSpellingProblem(spelled);
+        if (problem !== null) throw args.invalid(`ids[${i}]`, problem);
+      });
       const ids = raw.map((v) => (typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : NaN));
       if (ids.some((n) => !Number.isSafeInteger(n) || n < 1)) throw args.invalid('ids', 'must hold positive whole numbers');
       const requeued = await retryDeliveries(services, caller.account, ids);
