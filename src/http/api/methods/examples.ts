@@ -2,7 +2,8 @@
 // which /docs's "Try it out" starts from) after replacing the key. Each is valid against its
 // method's argument schema (test/http/openapi.test.ts); the records they name are the ones the
 // examples before them create (the project "newsletter", the template "welcome", the message
-// "order-7781").
+// "order-7781"), and sent in that order to a real server each is answered ok
+// (test/docs/api-examples.test.ts).
 import type { JsonObject } from '../../../domain/args.ts';
 
 const PROJECT_KEY = 'YOUR_PROJECT_API_KEY';
