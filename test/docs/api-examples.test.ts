@@ -1,4 +1,5 @@
-// The examples a user copies: every request and answer shown in docs/api/*.md is one the method
+// The examples a user copies: every request and answer shown in docs/api/*.md (and the method
+// sections of docs/webhooks.md and docs/domains-and-bounces.md) is one the method
 // under whose heading it stands takes and gives, and the example request of every method in the
 // OpenAPI document (what /docs's "Try it out" starts from) is answered ok by a real server when the
 // examples are sent one after the other, as a new user would try them.
@@ -6,6 +7,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import type { TSchema } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { EVENT_SCHEMAS } from '../../src/domain/events.ts';
 import { ALL_METHODS, METHODS } from '../../src/http/api/methods/index.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.ts';
@@ -17,12 +21,19 @@ interface DocExample {
   value: Record<string, any>;
 }
 
-/** Each ```json block of the prose pages of docs/api, with the methods its nearest heading names. */
+/** The pages that show requests and answers of the API (docs/api/reference.md is generated). */
+const PAGES = [
+  ...fs.readdirSync('docs/api').filter((f) => f.endsWith('.md') && f !== 'reference.md').map((f) => path.join('docs/api', f)),
+  'docs/webhooks.md',
+  'docs/domains-and-bounces.md',
+];
+
+/** Each ```json block of PAGES, with the methods its nearest heading names. */
 function docExamples(): { examples: DocExample[]; unreadable: string[] } {
   const examples: DocExample[] = [];
   const unreadable: string[] = [];
-  for (const file of fs.readdirSync('docs/api').filter((f) => f.endsWith('.md') && f !== 'reference.md')) {
-    const lines = fs.readFileSync(path.join('docs/api', file), 'utf8').split('\n');
+  for (const file of PAGES) {
+    const lines = fs.readFileSync(file, 'utf8').split('\n');
     // "# send_message" holds for the whole page, "### create_project" until the next heading of
     // its level or above ("## Mailboxes", "### list_projects").
     let methods: string[] = [];
@@ -30,7 +41,8 @@ function docExamples(): { examples: DocExample[]; unreadable: string[] } {
     for (let i = 0; i < lines.length; i++) {
       const heading = /^(#+) (.*?)\s*$/.exec(lines[i]);
       if (heading) {
-        const names = heading[2].split(' / ');
+        // "### create_domain (account key)" names create_domain.
+        const names = heading[2].replace(/ \([^)]*\)$/, '').split(' / ');
         if (names.every((name) => METHODS.has(name))) [methods, level] = [names, heading[1].length];
         else if (heading[1].length <= level) [methods, level] = [[], 0];
         continue;
@@ -101,6 +113,17 @@ describe('the examples of docs/api', () => {
     }
     assert.deepEqual(wrong, []);
     assert.ok(checked >= 15, `answers found: ${checked}`);
+  });
+
+  it('every webhook body shown is one its event kind posts', () => {
+    const bodies = examples.filter((x) => 'event' in x.value && 'event_id' in x.value);
+    assert.ok(bodies.length >= 1);
+    for (const e of bodies) {
+      const schema = (EVENT_SCHEMAS as Record<string, TSchema>)[e.value.event];
+      assert.ok(schema, `${e.where}: no event kind ${e.value.event}`);
+      const check = TypeCompiler.Compile(schema);
+      assert.ok(check.Check(e.value), `${e.where}: ${[...check.Errors(e.value)].slice(0, 3).map((x) => `${x.path} ${x.message}`).join('; ')}`);
+    }
   });
 });
 
