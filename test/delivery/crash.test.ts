@@ -7,7 +7,6 @@
 // processes (docs/decisions/0008-lease-runner.md), not by waiting for the leases to run out. The
 // time from the kill is printed too (it includes starting the new process).
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,7 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import { messageIdFor } from '../../src/domain/message-uid.ts';
 import { openStore } from '../../src/storage/store.ts';
 import { freshDatabaseUrl } from '../helpers/databases.ts';
-import { BIN, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
+import { initInstallation, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
 import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 
 const TOTAL = 3000;
@@ -35,9 +34,8 @@ describe('a SIGKILL in the middle of a load loses nothing', () => {
     sink = await startSmtpPeer({ starttls: false });
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-crash-'));
     databaseUrl = await freshDatabaseUrl();
-    const init = spawnSync(process.execPath, [BIN, 'init', '--json', ...commonArgs()], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: '' } });
-    assert.equal(init.status, 0, init.stderr);
-    apiKey = JSON.parse(init.stdout).project.api_key;
+    const project = initInstallation(commonArgs(), { DATABASE_URL: '' });
+    apiKey = project.api_key;
   });
   after(async () => {
     await stopAll();

@@ -4,14 +4,13 @@
 // timed out; the transmission is given back unrecorded, said so in the log, and delivered by the
 // next process.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { openStore, type Store } from '../../src/storage/store.ts';
 import { freshDatabaseUrl, releaseDatabaseUrl, testDatabase } from '../helpers/databases.ts';
-import { BIN, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
+import { initInstallation, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
 import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 import { until } from '../helpers/wait.ts';
 
@@ -32,9 +31,8 @@ describe(`SIGTERM while a delivery waits for the reply to its message (${testDat
     sink = await startSmtpPeer({ starttls: false, data: () => (stall ? 'stall' : null) });
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-stop-'));
     databaseUrl = await freshDatabaseUrl();
-    const init = spawnSync(process.execPath, [BIN, 'init', '--json', ...commonArgs()], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: '' } });
-    assert.equal(init.status, 0, init.stderr);
-    apiKey = JSON.parse(init.stdout).project.api_key;
+    const project = initInstallation(commonArgs(), { DATABASE_URL: '' });
+    apiKey = project.api_key;
     store = await openStore({ databaseUrl, data: dataDir });
   });
   after(async () => {

@@ -10,7 +10,6 @@
 //     fails with WORKER_CRASHED, its `failed` event recorded, and every other message is delivered
 //     once, including one that was held with it at the first two kills.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,7 +18,7 @@ import { after, before, describe, it } from 'node:test';
 const WORKER_CRASHED = 'WORKER_CRASHED';
 import { openStore, type Store } from '../../src/storage/store.ts';
 import { freshDatabaseUrl, releaseDatabaseUrl, testDatabase } from '../helpers/databases.ts';
-import { BIN, startPosthorn, stopAll, type LogLine, type PosthornProcess } from '../helpers/processes.ts';
+import { initInstallation, startPosthorn, stopAll, type LogLine, type PosthornProcess } from '../helpers/processes.ts';
 import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 import { until } from '../helpers/wait.ts';
 import { simpleMessage, startDeliveryHarness, type DeliveryHarness } from './harness.ts';
@@ -143,9 +142,8 @@ describe(`a message whose delivery process is killed while holding it (${testDat
     sink = await startSmtpPeer({ starttls: false, data: (mail) => (mail.to.includes(POISON) || (holdInnocent && mail.to.includes(INNOCENT)) ? 'stall' : null) });
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-poison-'));
     databaseUrl = await freshDatabaseUrl();
-    const init = spawnSync(process.execPath, [BIN, 'init', '--json', ...commonArgs()], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: '' } });
-    assert.equal(init.status, 0, init.stderr);
-    apiKey = JSON.parse(init.stdout).project.api_key;
+    const project = initInstallation(commonArgs(), { DATABASE_URL: '' });
+    apiKey = project.api_key;
     store = await openStore({ databaseUrl, data: dataDir });
   });
   after(async () => {

@@ -118,11 +118,22 @@ export function startPosthorn(name: string, args: string[], env: Record<string, 
   return proc;
 }
 
+/** What `posthorn init --json` prints of the project it made. */
+export interface InitProject {
+  api_key: string;
+  uid: string;
+}
+
+/** Runs `posthorn init --json <args>` with env added (a new installation); returns its project. */
+export function initInstallation(args: string[], env: Record<string, string | undefined>): InitProject {
+  const init = spawnSync(process.execPath, [BIN, 'init', '--json', ...args], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60_000 });
+  assert.equal(init.status, 0, init.stderr);
+  return JSON.parse(init.stdout).project;
+}
+
 /** Runs `posthorn init --json` with env added (a new installation); returns the project API key. */
 export function initProjectKey(env: Record<string, string | undefined>): string {
-  const init = spawnSync(process.execPath, [BIN, 'init', '--json'], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60_000 });
-  assert.equal(init.status, 0, init.stderr);
-  return JSON.parse(init.stdout).project.api_key;
+  return initInstallation([], env).api_key;
 }
 
 /** Kills every child still running (test teardown). */

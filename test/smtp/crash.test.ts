@@ -3,14 +3,13 @@
 // while more are in flight. Restarted on the same database with delivery on, every message that got
 // its 250 arrives at the sink (counted by Message-ID).
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import nodemailer from 'nodemailer';
 import { freshDatabaseUrl } from '../helpers/databases.ts';
-import { BIN, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
+import { initInstallation, startPosthorn, stopAll, type PosthornProcess } from '../helpers/processes.ts';
 import { startSmtpPeer, type SmtpPeer } from '../helpers/smtp-peers.ts';
 
 const TOTAL = 400;
@@ -28,9 +27,7 @@ describe('a SIGKILL right after a 250 over SMTP loses nothing', () => {
     sink = await startSmtpPeer({ starttls: false });
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posthorn-smtp-crash-'));
     databaseUrl = await freshDatabaseUrl();
-    const init = spawnSync(process.execPath, [BIN, 'init', '--json', ...commonArgs()], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: '' } });
-    assert.equal(init.status, 0, init.stderr);
-    const project = JSON.parse(init.stdout).project;
+    const project = initInstallation(commonArgs(), { DATABASE_URL: '' });
     projectKey = project.api_key;
     projectUid = project.uid;
   });
