@@ -76,15 +76,19 @@ export async function measureDashboard(opts: DashboardBenchOptions): Promise<Fig
     const cookie = await signIn(base, email, password);
     const p = encodeURIComponent(projectUid);
     const pages: Array<[string, string, RegExp]> = [
-      ['messages, first page', `/messages?project=${p}`, /<small class="uid">seed-/],
-      ['messages, a page in the middle (keyset cursor)', `/messages?project=${p}&cursor=${middle.created_at}.${middle.id}`, /<small class="uid">seed-/],
+      ['messages, first page', `/messages?project=${p}`, /<small class="uid"><bdi>seed-/],
+      ['messages, a page in the middle (keyset cursor)', `/messages?project=${p}&cursor=${middle.created_at}.${middle.id}`, /<small class="uid"><bdi>seed-/],
       ['messages, filtered by recipient (not found: a full window)', `/messages?project=${p}&recipient=nobody%40nowhere.example`, /No messages match/],
       ['messages, filtered by uid', `/messages?project=${p}&uid=${encodeURIComponent(middle.uid)}`, new RegExp(`>${middle.uid}<`)],
       ['one message', `/messages/${middle.id}`, /class="card recipient"/],
     ];
     for (const [label, pathname, expect] of pages) {
       const probe = await timeGet(base + pathname, cookie);
-      if (probe.status !== 200 || !expect.test(probe.body)) throw new Error(`${pathname}: ${probe.status} ${probe.body.slice(0, 300)}`);
+      if (probe.status !== 200 || !expect.test(probe.body)) {
+        // The page's own content, not its head: where what was looked for should be.
+        const main = Math.max(0, probe.body.indexOf('<main'));
+        throw new Error(`${pathname}: ${probe.status} ${probe.body.slice(main, main + 600)}`);
+      }
       const serverP99: number[] = [];
       const serverP50: number[] = [];
       const clientP99: number[] = [];
