@@ -722,10 +722,13 @@ async function queueThenDrain(id: string, instance: Instance, sink: Sink, count:
     log(`${id} queued ${count} transmissions in ${load.durationS.toFixed(1)} s`);
   });
   // ...then a worker-only process drains them to smtp-sink.
+  // The sink's count is read before the worker starts: it delivers as soon as it runs, sometimes
+  // before it says it is running, and a count read after that would wait for messages already in.
   let drain: Drain | null = null;
+  const before = sink.count();
   await withService(instance, { role: 'worker', sinkPort: sink.port, cpuProfDir: profile }, async (worker) => {
-    const before = sink.count();
-    const started = performance.now();
+    const now = performance.now();
+    const started = sink.count() > before ? Math.min(now, await sink.waitForCount(before + 1, 0)) : now;
     const cpu0 = worker.cpuSeconds();
     const sched0 = worker.sched();
     const lastAt = await sink.waitForCount(before + count, deliveryTimeoutMs(count));
