@@ -48,6 +48,7 @@ const { values: args } = parseArgs({
     only: { type: 'string' },
     messages: { type: 'string', default: '20000' },
     'ingest-seconds': { type: 'string', default: '10' },
+    connections: { type: 'string', default: '50' },
     'history-rows': { type: 'string', default: '1000000' },
     queued: { type: 'string', default: '100000' },
     profile: { type: 'boolean', default: false },
@@ -75,6 +76,7 @@ if (args.help) {
                        7d a worker draining 20,000 queued (at most --queued), each message DKIM-signed
   --messages N         messages per end-to-end run, Postfix and Posthorn (default 20000)
   --ingest-seconds S   length of one ingest run (default 10)
+  --connections N      HTTP connections of the load generators and SMTP sessions of 8 (default 50)
   --history-rows N     transmissions seeded for the history figure (default 1000000)
   --queued N           transmissions queued for the memory figure (default 100000)
   --profile            CPU profiles (node --cpu-prof) of ingest, end to end and the worker, summarised
@@ -104,7 +106,7 @@ const HISTORY_ROWS = intArg('history-rows', 1000, 10_000_000);
 const QUEUED = intArg('queued', 1000, 1_000_000);
 const SERVE_ARGS = args['serve-args']!.split(/\s+/).filter(Boolean);
 const NODE_ARGS = args['node-args']!.split(/\s+/).filter(Boolean);
-const CONNECTIONS = 50;
+const CONNECTIONS = intArg('connections', 1, 1000);
 const SMTP_SESSIONS = 10;
 const MESSAGE_BYTES = 1024;
 const CEILING_MESSAGES = 50_000;
