@@ -65,6 +65,7 @@ export class SubmissionListener implements BackgroundService {
   private readonly sessions = new Map<string, SessionState>();
   private readonly connectionsPerIp = new Map<string, number>();
   private readonly authFailures = new Map<string, number[]>();
+  private readonly rawSockets = new Map<string, net.Socket>();
   private listening = false;
 
   constructor(
@@ -155,11 +156,11 @@ export class SubmissionListener implements BackgroundService {
           (error: unknown) => callback(error instanceof SmtpReply ? error : this.temporaryFailure(error, 'authentication')),
         );
       },
-      // Answered on a later turn: smtp-server 3.21 stops reading a connection when both hooks call
-      // back synchronously and whole transactions arrive pipelined in one write (the client then
-      // waits for replies that never come, until the idle timeout).
-      onMailFrom: (address, session, callback) => setImmediate(() => callback(this.checkMailFrom(address.address, session) ?? undefined)),
-      onRcptTo: (address, session, callback) => setImmediate(() => callback(this.checkRecipient(address.address, session) ?? undefined)),
+      // Answered after the current callback (answerLater): smtp-server 3.21 stops reading a
+      // connection when both hooks call back synchronously and whole transactions arrive pipelined
+      // in one write (the client then waits for replies that never come, until the idle timeout).
+      onMailFrom: (address, session, callback) => this.answerLater(session, () => callback(this.checkMailFrom(address.address, session) ?? undefined)),
+      onRcptTo: (address, session, callback) => this.answerLater(session, () => callback(this.checkRecipient(address.address, session) ?? undefined)),
       onData: (stream, session, callback) => {
         this.receive(stream, session).then(
           (reply) => callback(null, reply),
@@ -167,12 +168,18 @@ export class SubmissionListener implements BackgroundService {
         );
       },
     });
-    // The raw TCP socket of every connection, for the total connection time limit: smtp-server's
-    // own timeout is an idle one, and a client trickling bytes would never meet it.
+    // The raw TCP socket of every connection: for the total connection time limit (smtp-server's
+    // own timeout is an idle one, and a client trickling bytes would never meet it), and for
+    // answerLater's one write per pipelined group.
     server.server.on('connection', (socket: net.Socket) => {
-      const timer = setTimeout(() => this.endOverTime(server, socket), config.submissionTotalTimeoutMs);
+      const key = socketKey(socket.remoteAddress, socket.remotePort);
+      const timer = setTimeout(() => this.endOverTime(server, socket, key), config.submissionTotalTimeoutMs);
       timer.unref();
-      socket.once('close', () => clearTimeout(timer));
+      this.rawSockets.set(key, socket);
+      socket.once('close', () => {
+        clearTimeout(timer);
+        this.rawSockets.delete(key);
+      });
     });
     server.on('error', (error) => this.services.log.debug({ err: error }, 'SMTP submission connection error'));
     return server;
@@ -182,13 +189,29 @@ export class SubmissionListener implements BackgroundService {
    * A connection past the total time limit: 421 on the connection's own (perhaps TLS) socket, then
    * closed; the raw socket is destroyed a moment later whatever the client does.
    */
-  private endOverTime(server: SMTPServer, socket: net.Socket): void {
+  private endOverTime(server: SMTPServer, socket: net.Socket, key: string): void {
     for (const connection of server.connections) {
-      if (connection.remotePort !== socket.remotePort || connection.remoteAddress !== socket.remoteAddress) continue;
+      if (socketKey(connection.remoteAddress, connection.remotePort) !== key) continue;
       connection.send(421, '4.4.2 Connection time limit reached, closing');
       connection.close();
     }
     setTimeout(() => socket.destroy(), 1000).unref();
+  }
+
+  /**
+   * Answers MAIL FROM or RCPT TO once the current callback has returned, and holds the
+   * connection's writes until the end of the event-loop turn: a client's pipelined MAIL, RCPT...
+   * and DATA (RFC 2920) get their replies in one write, not one write (and one packet, and one
+   * wake-up of the client) per reply. Only the plaintext socket is held: a TLS session's writes
+   * go through its TLS socket, one record per reply, as before.
+   */
+  private answerLater(session: SMTPServerSession, answer: () => void): void {
+    const socket = this.rawSockets.get(socketKey(session.remoteAddress, session.remotePort));
+    if (socket) {
+      socket.cork();
+      setImmediate(() => socket.uncork());
+    }
+    process.nextTick(answer);
   }
 
   private admit(session: SMTPServerSession): SmtpReply | null {
@@ -387,4 +410,9 @@ export function findBareLineEndDot(raw: Buffer): number {
     const cleanAfter = after === 0x0d && raw[i + 2] === 0x0a;
     if (!cleanBefore || !cleanAfter) return i;
   }
+}
+
+/** A connection's client address and port, as smtp-server writes the address (no ::ffff: prefix). */
+function socketKey(address: string | undefined, port: number | undefined): string {
+  return `${(address ?? '').replace(/^::ffff:/i, '')}|${port ?? 0}`;
 }

@@ -3,6 +3,7 @@
 // advertised, the published SMTP smuggling sequences, and every limit (SIZE, recipients, messages
 // per connection, connections per address, idle and total timeouts, failed AUTH attempts).
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
@@ -111,6 +112,23 @@ describe('SMTP submission: smuggling and limits', () => {
     await d.closed();
     assert.equal(await recipientsStored('batch-1@example.test'), 1);
     assert.equal(await recipientsStored('batch-2@example.test'), 1);
+  });
+
+  it('answers a pipelined MAIL, RCPT, RCPT and DATA in one write', async () => {
+    const d = await loggedIn();
+    // This process's write system calls (the client's and the listener's; Linux's /proc): one
+    // for the client's group, one for the four replies.
+    const writes = () => Number(/^syscw: (\d+)$/m.exec(fs.readFileSync('/proc/self/io', 'utf8'))![1]);
+    const before = writes();
+    d.send('MAIL FROM:<sender@example.test>\r\nRCPT TO:<one@example.test>\r\nRCPT TO:<two@example.test>\r\nDATA\r\n');
+    const codes: number[] = [];
+    for (let i = 0; i < 4; i++) codes.push((await d.reply()).code);
+    const used = writes() - before;
+    assert.deepEqual(codes, [250, 250, 250, 354]);
+    assert.ok(used <= 3, `${used} writes for the client's group and its four replies (one each, a stray one allowed)`);
+    d.send('From: sender@example.test\r\nSubject: grouped\r\n\r\nbody\r\n.\r\n');
+    assert.equal((await d.reply()).code, 250);
+    d.send('QUIT\r\n');
   });
 
   it('accepts a dot line that arrives dot-stuffed between CRLFs (control case)', async () => {
