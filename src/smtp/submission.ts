@@ -49,6 +49,9 @@ interface SessionState {
   /** the key the session authenticated with, checked again for each message: a key rotated or a
    * project or account disabled during the session stops it as it stops a new login */
   key: string | null;
+  /** the socket smtp-server writes the session's replies to: its TLS socket once there is one
+   * (onSecure), else the raw TCP socket, found at the first reply answerLater holds */
+  socket: net.Socket | null;
 }
 
 export interface SubmissionOptions {
@@ -149,6 +152,11 @@ export class SubmissionListener implements BackgroundService {
       // answered), then 421. A message cut off before its 250 was not accepted: the client retries.
       closeTimeout: 10_000,
       onConnect: (session, callback) => callback(this.admit(session) ?? undefined),
+      onSecure: (socket, session, callback) => {
+        const state = this.sessions.get(session.id);
+        if (state) state.socket = socket;
+        callback();
+      },
       onClose: (session) => this.release(session),
       onAuth: (auth, session, callback) => {
         this.checkAuth(auth, session).then(
@@ -199,14 +207,14 @@ export class SubmissionListener implements BackgroundService {
   }
 
   /**
-   * Answers MAIL FROM or RCPT TO once the current callback has returned, and holds the
-   * connection's writes until the end of the event-loop turn: a client's pipelined MAIL, RCPT...
-   * and DATA (RFC 2920) get their replies in one write, not one write (and one packet, and one
-   * wake-up of the client) per reply. Only the plaintext socket is held: a TLS session's writes
-   * go through its TLS socket, one record per reply, as before.
+   * Answers MAIL FROM or RCPT TO once the current callback has returned, and holds the session's
+   * writes until the end of the event-loop turn: a client's pipelined MAIL, RCPT... and DATA
+   * (RFC 2920) get their replies in one write (on TLS, one record), not one write, one packet and
+   * one wake-up of the client per reply.
    */
   private answerLater(session: SMTPServerSession, answer: () => void): void {
-    const socket = this.rawSockets.get(socketKey(session.remoteAddress, session.remotePort));
+    const state = this.sessions.get(session.id);
+    const socket = state ? (state.socket ??= this.rawSockets.get(socketKey(session.remoteAddress, session.remotePort)) ?? null) : null;
     if (socket) {
       socket.cork();
       setImmediate(() => socket.uncork());
@@ -219,7 +227,7 @@ export class SubmissionListener implements BackgroundService {
     const open = this.connectionsPerIp.get(ip) ?? 0;
     if (open >= this.services.config.submissionMaxConnectionsPerIp) return new SmtpReply(421, '4.7.0 Too many connections from your address, try again later');
     this.connectionsPerIp.set(ip, open + 1);
-    this.sessions.set(session.id, { caller: null, key: null });
+    this.sessions.set(session.id, { caller: null, key: null, socket: null });
     return null;
   }
 

@@ -2,6 +2,7 @@
 // sequences, pipelined batches, connections held open. send() writes bytes as given; reply()
 // resolves with the next complete reply (all its lines), or rejects after a bounded wait.
 import net from 'node:net';
+import tls from 'node:tls';
 
 export interface SmtpReplyText {
   code: number;
@@ -18,8 +19,9 @@ export interface Dialog {
   close(): void;
 }
 
-export async function openDialog(port: number): Promise<Dialog> {
-  const socket = net.connect(port, '127.0.0.1');
+/** `secure`: implicit TLS (the test certificate is not checked). */
+export async function openDialog(port: number, opts: { secure?: boolean } = {}): Promise<Dialog> {
+  const socket = opts.secure ? tls.connect({ port, host: '127.0.0.1', rejectUnauthorized: false }) : net.connect(port, '127.0.0.1');
   let buffer = '';
   const replies: SmtpReplyText[] = [];
   let waiters: Array<() => void> = [];
@@ -47,7 +49,7 @@ export async function openDialog(port: number): Promise<Dialog> {
   socket.on('close', onEnd);
   socket.on('error', onEnd);
   await new Promise<void>((resolve, reject) => {
-    socket.once('connect', () => resolve());
+    socket.once(opts.secure ? 'secureConnect' : 'connect', () => resolve());
     socket.once('error', reject);
   });
   const wait = (done: () => boolean, what: string, timeoutMs: number) =>

@@ -115,20 +115,7 @@ describe('SMTP submission: smuggling and limits', () => {
   });
 
   it('answers a pipelined MAIL, RCPT, RCPT and DATA in one write', async () => {
-    const d = await loggedIn();
-    // This process's write system calls (the client's and the listener's; Linux's /proc): one
-    // for the client's group, one for the four replies.
-    const writes = () => Number(/^syscw: (\d+)$/m.exec(fs.readFileSync('/proc/self/io', 'utf8'))![1]);
-    const before = writes();
-    d.send('MAIL FROM:<sender@example.test>\r\nRCPT TO:<one@example.test>\r\nRCPT TO:<two@example.test>\r\nDATA\r\n');
-    const codes: number[] = [];
-    for (let i = 0; i < 4; i++) codes.push((await d.reply()).code);
-    const used = writes() - before;
-    assert.deepEqual(codes, [250, 250, 250, 354]);
-    assert.ok(used <= 3, `${used} writes for the client's group and its four replies (one each, a stray one allowed)`);
-    d.send('From: sender@example.test\r\nSubject: grouped\r\n\r\nbody\r\n.\r\n');
-    assert.equal((await d.reply()).code, 250);
-    d.send('QUIT\r\n');
+    await repliesInOneWrite(await loggedIn());
   });
 
   it('accepts a dot line that arrives dot-stuffed between CRLFs (control case)', async () => {
@@ -336,3 +323,46 @@ describe('SMTP submission: the per-key rate limit', () => {
     }
   });
 });
+
+describe('SMTP submission: the replies to a pipelined group on TLS', () => {
+  let h: SubmissionHarness;
+  before(async () => {
+    h = await startSubmissionHarness({ delivery: false });
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  it('answers a pipelined MAIL, RCPT, RCPT and DATA in one TLS record', async () => {
+    const d = await openDialog(h.tlsPort!, { secure: true });
+    try {
+      await d.login(h.seed.projectUid, h.seed.projectKey);
+      await repliesInOneWrite(d);
+    } finally {
+      d.close();
+    }
+  });
+});
+
+/**
+ * Sends MAIL, two RCPT and DATA in one write and counts this process's write system calls until
+ * the 354 (Linux's /proc; the client and the listener are both here): one for the client's group,
+ * one for the four replies. Other writes of the process (the test runner's output) may fall into a
+ * group's count: the fewest of up to three groups counts.
+ */
+async function repliesInOneWrite(d: Dialog): Promise<void> {
+  const writes = () => Number(/^syscw: (\d+)$/m.exec(fs.readFileSync('/proc/self/io', 'utf8'))![1]);
+  const counts: number[] = [];
+  for (let group = 0; group < 3 && !counts.some((n) => n <= 2); group++) {
+    const before = writes();
+    d.send('MAIL FROM:<sender@example.test>\r\nRCPT TO:<one@example.test>\r\nRCPT TO:<two@example.test>\r\nDATA\r\n');
+    const codes: number[] = [];
+    for (let i = 0; i < 4; i++) codes.push((await d.reply()).code);
+    counts.push(writes() - before);
+    assert.deepEqual(codes, [250, 250, 250, 354]);
+    d.send(`From: sender@example.test\r\nSubject: grouped ${group}\r\n\r\nbody\r\n.\r\n`);
+    assert.equal((await d.reply()).code, 250);
+  }
+  assert.ok(Math.min(...counts) <= 2, `writes for the client's group and its four replies: ${counts.join(', ')}`);
+  d.send('QUIT\r\n');
+}
