@@ -115,7 +115,7 @@ describe('SMTP submission: smuggling and limits', () => {
   });
 
   it('answers a pipelined MAIL, RCPT, RCPT and DATA in one write', async () => {
-    await repliesInOneWrite(await loggedIn());
+    await repliesInOneWrite(loggedIn);
   });
 
   it('accepts a dot line that arrives dot-stuffed between CRLFs (control case)', async () => {
@@ -334,35 +334,39 @@ describe('SMTP submission: the replies to a pipelined group on TLS', () => {
   });
 
   it('answers a pipelined MAIL, RCPT, RCPT and DATA in one TLS record', async () => {
-    const d = await openDialog(h.tlsPort!, { secure: true });
-    try {
+    await repliesInOneWrite(async () => {
+      const d = await openDialog(h.tlsPort!, { secure: true });
       await d.login(h.seed.projectUid, h.seed.projectKey);
-      await repliesInOneWrite(d);
-    } finally {
-      d.close();
-    }
+      return d;
+    });
   });
 });
 
 /**
- * Sends MAIL, two RCPT and DATA in one write and counts this process's write system calls until
- * the 354 (Linux's /proc; the client and the listener are both here): one for the client's group,
- * one for the four replies. Other writes of the process (the test runner's output) may fall into a
- * group's count: the fewest of up to three groups counts.
+ * On a session of its own (`loggedIn`), sends MAIL, two RCPT and DATA in one write and counts this
+ * process's write system calls until the 354 (Linux's /proc; the client and the listener are both
+ * here): one for the client's group, one for the four replies. Other writes of the process (the
+ * test runner's output) may fall into a group's count: the fewest of up to three sessions counts.
  */
-async function repliesInOneWrite(d: Dialog): Promise<void> {
+async function repliesInOneWrite(loggedIn: () => Promise<Dialog>): Promise<void> {
   const writes = () => Number(/^syscw: (\d+)$/m.exec(fs.readFileSync('/proc/self/io', 'utf8'))![1]);
   const counts: number[] = [];
-  for (let group = 0; group < 3 && !counts.some((n) => n <= 2); group++) {
-    const before = writes();
-    d.send('MAIL FROM:<sender@example.test>\r\nRCPT TO:<one@example.test>\r\nRCPT TO:<two@example.test>\r\nDATA\r\n');
-    const codes: number[] = [];
-    for (let i = 0; i < 4; i++) codes.push((await d.reply()).code);
-    counts.push(writes() - before);
-    assert.deepEqual(codes, [250, 250, 250, 354]);
-    d.send(`From: sender@example.test\r\nSubject: grouped ${group}\r\n\r\nbody\r\n.\r\n`);
-    assert.equal((await d.reply()).code, 250);
+  while (counts.length < 3 && !counts.some((n) => n <= 2)) {
+    const d = await loggedIn();
+    try {
+      const before = writes();
+      d.send('MAIL FROM:<sender@example.test>\r\nRCPT TO:<one@example.test>\r\nRCPT TO:<two@example.test>\r\nDATA\r\n');
+      const codes: number[] = [];
+      for (let i = 0; i < 4; i++) codes.push((await d.reply()).code);
+      counts.push(writes() - before);
+      assert.deepEqual(codes, [250, 250, 250, 354]);
+      d.send('From: sender@example.test\r\nSubject: grouped\r\n\r\nbody\r\n.\r\nQUIT\r\n');
+      assert.equal((await d.reply()).code, 250);
+      assert.equal((await d.reply()).code, 221);
+      await d.closed();
+    } finally {
+      d.close();
+    }
   }
   assert.ok(Math.min(...counts) <= 2, `writes for the client's group and its four replies: ${counts.join(', ')}`);
-  d.send('QUIT\r\n');
 }
