@@ -17,7 +17,7 @@
 //      processes a larger machine needs are computed (docs/operations.md)
 //   6  messages_history pages of 250 at 1,000,000 transmissions
 //   7  memory: peak RSS during 4, and of a worker draining 100,000 queued transmissions; 7d that
-//      drain's rate and CPU with every message DKIM-signed (RSA 2048)
+//      drain's rate and CPU with every message DKIM-signed (RSA 2048); 7p the drain on PostgreSQL
 //   8  SMTP submission accepts beside Postfix smtpd accepting the same load (bench/smtp-submission.ts)
 //   9  the dashboard's messages pages and one message's page at 1,000,000 transmissions (bench/dashboard.ts)
 //   10 the busy machine: 2 and 4 again with one busy-loop process per core running beside them
@@ -65,7 +65,7 @@ const { values: args } = parseArgs({
 if (args.help) {
   process.stdout.write(`usage: npm run bench [-- options]
   --runs N             runs per figure, the median is reported (default 3, at most 9)
-  --only LIST          figures to run: 1,1n,2,3,3o,3p,4,4o,4s,5,5s,5d,6,7,7d,8,9,10 (default all)
+  --only LIST          figures to run: 1,1n,2,3,3o,3p,4,4o,4s,5,5s,5d,6,7,7d,7p,8,9,10 (default all)
                        3 ingest with serve --role api's defaults (on SQLite one API process per
                        core), load from wrk, with autocannon's runs alternating (3a); 3o the
                        same with one API process
@@ -74,6 +74,7 @@ if (args.help) {
                        (msg/s, ratio to Postfix 2b, 5d/5s, CPU per message per role incl. the
                        database's backends). PostgreSQL figures need --pg-url's server
                        7d a worker draining 20,000 queued (at most --queued), each message DKIM-signed
+                       7p a worker draining --queued on PostgreSQL (a burst or an outage's backlog)
   --messages N         messages per end-to-end run, Postfix and Posthorn (default 20000)
   --ingest-seconds S   length of one ingest run (default 10)
   --connections N      HTTP connections of the load generators and SMTP sessions of 8 (default 50)
@@ -781,6 +782,37 @@ async function measureSignedDrain(sink: Sink, postfixRelay: number | null, postf
     postfix: { label: 'Postfix relays, 2b, unsigned', value: postfixRelay },
   });
 }
+/**
+ * 7p: as 7c on PostgreSQL, after 20,000 messages delivered as they came, on a database as new as a
+ * first deployment's (never analyzed): a worker process draining a burst, or an outage's backlog. Each claim must cost about the
+ * rows it takes, not the length of the queue (docs/decisions/0003-performance.md, "A claim's plan
+ * must not depend on statistics").
+ */
+async function measurePostgresDrain(url: string, sink: Sink, postfixRelay: number | null, postfixCpuUs: number | null): Promise<void> {
+  const instance = await createInstance(url);
+  // First a day's ordinary traffic, delivered as it comes: the table then holds sent rows beside
+  // the burst, as a deployment's does.
+  const before = sink.count();
+  await withServices(instance, [{ role: 'worker', sinkPort: sink.port, extraArgs: ['--ops-port', '0'] }, { role: 'api' }], async ([, api]) => {
+    const load = await sendLoad({ url: api.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: DRAIN_HISTORY });
+    if (load.ok !== DRAIN_HISTORY) throw new Error(`${load.ok} of ${DRAIN_HISTORY} send_message accepted: ${load.firstFailure ?? ''}`);
+    await sink.waitForCount(before + DRAIN_HISTORY, deliveryTimeoutMs(DRAIN_HISTORY));
+  });
+  const { rate, cpu, rss } = await queueThenDrain('7p', instance, sink, QUEUED, undefined);
+  addFigure({
+    id: '7p', name: 'Worker CPU per delivered message, PostgreSQL (its backends not counted)', unit: 'µs', value: (cpu * 1e6) / QUEUED, runs: [],
+    postfix: { label: 'Postfix CPU per message, 2c', value: postfixCpuUs },
+  });
+  addFigure({
+    id: '7p', name: `Worker drain rate, PostgreSQL, ${QUEUED.toLocaleString('en-US')} queued -> smtp-sink`, unit: 'msg/s', value: rate, runs: [],
+    postfix: { label: 'Postfix relays, 2b', value: postfixRelay },
+  });
+  addFigure({ id: '7p', name: `Peak RSS of a worker draining ${QUEUED.toLocaleString('en-US')} queued, PostgreSQL`, unit: 'MiB', value: rss?.peak ?? null, runs: [], target: '< 512 MiB', met: rss ? rss.peak < 512 : null });
+}
+
+/** Messages figure 7p delivers before its burst is queued. */
+const DRAIN_HISTORY = 20_000;
+
 /** Messages of figure 7d (at most --queued). */
 const SIGNED_QUEUED = 20_000;
 
@@ -882,6 +914,9 @@ async function main(): Promise<number> {
       .catch((e) => failed('8', 'SMTP submission accepts, beside Postfix smtpd', 'msg/s', e, '≥ 3× Postfix'));
   }
   if (wanted('7')) await measureQueuedMemory(sink, postfix?.relay.value ?? null, postfix?.rssMiB ?? null, postfix?.cpu.value ?? null).catch((e) => failed('7b', 'Peak RSS with 100,000 queued', 'MiB', e, '< 512 MiB'));
+  if (wanted('7p')) {
+    await onPostgres('7p', 'Worker drain rate, PostgreSQL', (url) => measurePostgresDrain(url, sink, postfix?.relay.value ?? null, postfix?.cpu.value ?? null));
+  }
   if (wanted('7d')) await measureSignedDrain(sink, postfix?.relay.value ?? null, postfix?.cpu.value ?? null).catch((e) => failed('7d', 'Worker drain rate, DKIM-signed', 'msg/s', e));
 
   await runAllCleanups();

@@ -4,7 +4,9 @@
 // Invariants:
 // - A claim is ONE statement, `WITH due AS MATERIALIZED (SELECT ... LIMIT n) UPDATE ... WHERE id
 //   IN due RETURNING`: two workers can never both hold a row (SQLite serialises writers; PostgreSQL adds FOR UPDATE SKIP LOCKED so
-//   concurrent claimers pass over each other's rows instead of waiting).
+//   concurrent claimers pass over each other's rows instead of waiting). On PostgreSQL the same
+//   claim runs in posthorn_claim_transmissions (migration 320), planned to walk the due index:
+//   a claim costs about the rows it takes, not the length of the queue, whatever the statistics.
 // - Claiming also moves next_attempt_at to the lease's end. The due index is ordered by
 //   next_attempt_at, so rows in flight leave the front of the index (claims never rescan them),
 //   and a row whose worker died is due again exactly when its lease expires.
@@ -15,7 +17,7 @@
 //   claimed with others: claimSuspectTransmission takes one, by its own partial index.
 import { CompiledQuery, sql } from 'kysely';
 import type { Transmission } from './schema.ts';
-import { preparedOnServer, skippingLocked, takesArrayParameters } from './dialect.ts';
+import { claimsByFunction, preparedOnServer, skippingLocked, takesArrayParameters } from './dialect.ts';
 import { CompiledInsert } from './compiled-insert.ts';
 import { CompiledStatement, padToPowerOfTwo } from './compiled-statement.ts';
 import type { Tx } from './store.ts';
@@ -34,13 +36,17 @@ export interface ClaimOptions {
 }
 
 export async function claimDueTransmissions(trx: Tx, opts: ClaimOptions): Promise<ClaimedTransmission[]> {
-  const leaseEnd = opts.now + opts.leaseMs;
-  const query = CLAIM.with(trx, { now: opts.now, limit: opts.limit, worker: opts.worker, leaseEnd });
+  const query = claimQuery(trx, opts);
   // The text is the same for every claim (the limit is a parameter): planned once per connection.
   preparedOnServer(query.sql);
   const { rows } = await trx.executeQuery(query);
   // RETURNING order is unspecified: deliver oldest first anyway.
   return rows.sort((a, b) => a.id - b.id);
+}
+
+/** The claim statement claimDueTransmissions runs (exported for the plan's test). */
+export function claimQuery(trx: Tx, opts: ClaimOptions): CompiledQuery<ClaimedTransmission> {
+  return CLAIM.with(trx, { now: opts.now, limit: opts.limit, worker: opts.worker, leaseEnd: opts.now + opts.leaseMs });
 }
 
 /**
@@ -58,9 +64,16 @@ export async function claimSuspectTransmission(trx: Tx, opts: Omit<ClaimOptions,
 // The due rows are picked once, in a MATERIALIZED CTE: as a plain `IN (subquery)` PostgreSQL
 // may run the subquery again per row (a SubPlan), see the rows this very UPDATE already moved out
 // of the due range, and claim past the LIMIT.
+const CLAIMED_COLUMNS = ['id', 'message_id', 'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'attempts', 'created_at', 'holder_deaths'] as const;
 const claimStatement = (suspects: boolean) =>
-  new CompiledStatement<'now' | 'limit' | 'worker' | 'leaseEnd', ClaimedTransmission>((trx, value) =>
-    trx
+  new CompiledStatement<'now' | 'limit' | 'worker' | 'leaseEnd', ClaimedTransmission>((trx, value) => {
+    if (!suspects && claimsByFunction(trx)) {
+      // PostgreSQL: the same claim by migration 320's function, whose one plan walks the due index.
+      return trx
+        .selectFrom(sql<Transmission>`posthorn_claim_transmissions(${value('now')}, ${value('limit')}, ${value('worker')}, ${value('leaseEnd')})`.as('claimed'))
+        .select(CLAIMED_COLUMNS);
+    }
+    return trx
       .with(
         (cte) => cte('due').materialized(),
         (qb) => {
@@ -81,8 +94,8 @@ const claimStatement = (suspects: boolean) =>
       .updateTable('transmissions')
       .set({ locked_by: value('worker'), locked_until: value('leaseEnd'), next_attempt_at: value('leaseEnd') })
       .where('id', 'in', (eb) => eb.selectFrom('due').select('due.id'))
-      .returning(['id', 'message_id', 'project_id', 'recipient', 'recipient_name', 'variables', 'status', 'attempts', 'created_at', 'holder_deaths']),
-  );
+      .returning(CLAIMED_COLUMNS);
+  });
 const CLAIM = claimStatement(false);
 const CLAIM_SUSPECT = claimStatement(true);
 

@@ -119,6 +119,15 @@ export function skippingLocked<DB, TB extends keyof DB, O>(qb: SelectQueryBuilde
 }
 
 /**
+ * Whether a queue is claimed by its function of migration 320 (PostgreSQL: planned to walk the due
+ * index whatever the table's statistics say) rather than by the plain statement (SQLite, which
+ * plans without statistics). Decided from the connection's own adapter, like skippingLocked.
+ */
+export function claimsByFunction(db: Kysely<any>): boolean {
+  return db.getExecutor().adapter instanceof PostgresAdapter;
+}
+
+/**
  * Whether the server can answer reads while refusing every write (PostgreSQL: a standby, a primary
  * demoted by a failover, default_transaction_read_only); a SQLite file Posthorn opens is writable
  * or not opened at all. Decided from the connection's own adapter, like skippingLocked.

@@ -3,10 +3,10 @@
 // so a crashed dispatcher's rows simply become due again. Finishes are guarded by the lease.
 // Requests whose holders died twice in a row (holder_deaths >= 2, domain/holder-deaths.ts) are
 // never claimed with others: claimDueOutbound with `suspects` takes one, by its own partial index.
-import { sql } from 'kysely';
+import { sql, type Compilable } from 'kysely';
 import type { OutboundAttempt, OutboundRequest, OutboundRequestsTable } from './outbound-schema.ts';
 import type { Insertable } from 'kysely';
-import { skippingLocked } from './dialect.ts';
+import { claimsByFunction, skippingLocked } from './dialect.ts';
 import type { Tx } from './store.ts';
 
 export type NewOutboundRow = Omit<Insertable<OutboundRequestsTable>, 'id'>;
@@ -59,22 +59,40 @@ export async function insertOutboundMany(db: Tx, rows: NewOutboundRow[]): Promis
   }
 }
 
+export interface OutboundClaimOptions {
+  worker: string;
+  now: number;
+  leaseUntil: number;
+  limit: number;
+  /** only requests whose holders died twice in a row (the caller asks for one) */
+  suspects?: boolean;
+}
+
 /**
  * Claims up to `limit` due pending requests for `worker` until `leaseUntil`: those whose holders
  * died less than twice in a row, or with `suspects` only the others (the caller asks for one).
  */
-export async function claimDueOutbound(
-  db: Tx,
-  opts: { worker: string; now: number; leaseUntil: number; limit: number; suspects?: boolean },
-): Promise<OutboundRequest[]> {
+export async function claimDueOutbound(db: Tx, opts: OutboundClaimOptions): Promise<OutboundRequest[]> {
+  const { rows } = await db.executeQuery(outboundClaimQuery(db, opts).compile());
+  return rows.map(normalise);
+}
+
+/** The claim statement claimDueOutbound runs (exported for the plan's test). */
+export function outboundClaimQuery(db: Tx, opts: OutboundClaimOptions): Compilable<OutboundRequest> {
+  if (!opts.suspects && claimsByFunction(db)) {
+    // PostgreSQL: the same claim by migration 320's function, whose one plan walks the due index.
+    return db
+      .selectFrom(sql<OutboundRequest>`posthorn_claim_outbound_requests(${opts.now}, ${opts.limit}, ${opts.worker}, ${opts.leaseUntil})`.as('claimed'))
+      .selectAll();
+  }
   // The due rows are picked once, in a MATERIALIZED CTE: as a plain `IN (subquery)` PostgreSQL may
   // run the subquery again per row (a SubPlan), see the rows this very UPDATE already moved out of
   // the due range, and claim past the LIMIT (seen: 40 claimed for a limit of 32).
-  const rows = await db
+  return db
     .with(
       (cte) => cte('due').materialized(),
       (qb) => {
-        let due = qb
+        const due = qb
           .selectFrom('outbound_requests')
           .select('id')
           .where('state', '=', 'pending')
@@ -97,9 +115,7 @@ export async function claimDueOutbound(
     })
     .where('id', 'in', (eb) => eb.selectFrom('due').select('due.id'))
     .where('state', '=', 'pending')
-    .returningAll()
-    .execute();
-  return rows.map(normalise);
+    .returningAll();
 }
 
 /**
