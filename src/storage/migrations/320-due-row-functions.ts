@@ -24,8 +24,9 @@ export async function up(db: Kysely<any>, d: StoreDialect): Promise<void> {
   // The conditions and the updates are the plain claims' (storage/delivery-queue.ts,
   // storage/outbound.ts), the status literals as the partial indexes say them; the rows come back
   // whole, the caller picks its columns. ROWS is the planner's guess for the caller, about a claim.
+  // Parameters are p_-prefixed so that no column, now or added later, shares a name with one.
   await sql`
-    CREATE FUNCTION posthorn_claim_transmissions(due_at bigint, how_many integer, worker text, lease_end bigint)
+    CREATE FUNCTION posthorn_claim_transmissions(p_due_at bigint, p_limit integer, p_worker text, p_lease_end bigint)
     RETURNS SETOF transmissions LANGUAGE plpgsql VOLATILE ROWS 100
     SET enable_bitmapscan = off SET enable_sort = off SET enable_seqscan = off
     AS $$
@@ -33,19 +34,19 @@ export async function up(db: Kysely<any>, d: StoreDialect): Promise<void> {
       RETURN QUERY
       WITH due AS MATERIALIZED (
         SELECT q.id FROM transmissions q
-        WHERE q.holder_deaths < 2 AND q.status IN ('queued', 'retry') AND q.next_attempt_at <= due_at
-          AND (q.locked_until IS NULL OR q.locked_until <= due_at)
+        WHERE q.holder_deaths < 2 AND q.status IN ('queued', 'retry') AND q.next_attempt_at <= p_due_at
+          AND (q.locked_until IS NULL OR q.locked_until <= p_due_at)
         ORDER BY q.next_attempt_at, q.id
-        LIMIT how_many
+        LIMIT p_limit
         FOR UPDATE SKIP LOCKED
       )
-      UPDATE transmissions t SET locked_by = worker, locked_until = lease_end, next_attempt_at = lease_end
+      UPDATE transmissions t SET locked_by = p_worker, locked_until = p_lease_end, next_attempt_at = p_lease_end
       WHERE t.id IN (SELECT due.id FROM due)
       RETURNING t.*;
     END
     $$`.execute(db);
   await sql`
-    CREATE FUNCTION posthorn_claim_outbound_requests(due_at bigint, how_many integer, worker text, lease_end bigint)
+    CREATE FUNCTION posthorn_claim_outbound_requests(p_due_at bigint, p_limit integer, p_worker text, p_lease_end bigint)
     RETURNS SETOF outbound_requests LANGUAGE plpgsql VOLATILE ROWS 100
     SET enable_bitmapscan = off SET enable_sort = off SET enable_seqscan = off
     AS $$
@@ -53,13 +54,13 @@ export async function up(db: Kysely<any>, d: StoreDialect): Promise<void> {
       RETURN QUERY
       WITH due AS MATERIALIZED (
         SELECT q.id FROM outbound_requests q
-        WHERE q.state = 'pending' AND q.holder_deaths < 2 AND q.next_attempt_at <= due_at
+        WHERE q.state = 'pending' AND q.holder_deaths < 2 AND q.next_attempt_at <= p_due_at
         ORDER BY q.next_attempt_at, q.id
-        LIMIT how_many
+        LIMIT p_limit
         FOR UPDATE SKIP LOCKED
       )
-      UPDATE outbound_requests r SET locked_by = worker, locked_until = lease_end, next_attempt_at = lease_end,
-        attempts = r.attempts + 1, updated_at = due_at
+      UPDATE outbound_requests r SET locked_by = p_worker, locked_until = p_lease_end, next_attempt_at = p_lease_end,
+        attempts = r.attempts + 1, updated_at = p_due_at
       WHERE r.id IN (SELECT due.id FROM due) AND r.state = 'pending'
       RETURNING r.*;
     END
