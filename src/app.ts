@@ -89,6 +89,8 @@ export async function startApp(config: Readonly<Config>, opts: AppOptions = {}):
       }
       // The process that writes tracking links says once, at start, when readers cannot follow them.
       await warnOfUnreachableTracking(services);
+      // The process that works the queue says once, at start, when the database will not tidy it.
+      await warnOfMaintenanceOff(services);
     }
     if (config.role !== 'worker') {
       const { buildHttpServer } = await import('./http/server.ts');
@@ -126,6 +128,21 @@ async function warnOfUnreachableTracking(services: Services): Promise<void> {
     if (problem) services.log.warn({ public_url: services.config.publicUrl }, problem);
   } catch (error) {
     services.log.debug({ err: error }, 'could not check whether tracking links are reachable');
+  }
+}
+
+/**
+ * One warning when PostgreSQL will not vacuum and analyze the queue's tables by itself
+ * (storage/ops-stats.ts maintenanceProblem). As for tracking, only a worker asks, and a database
+ * that cannot answer now only leaves the warning out.
+ */
+async function warnOfMaintenanceOff(services: Services): Promise<void> {
+  const { maintenanceProblem } = await import('./storage/ops-stats.ts');
+  try {
+    const problem = await maintenanceProblem(services.store.db);
+    if (problem) services.log.warn(problem);
+  } catch (error) {
+    services.log.debug({ err: error }, 'could not read the database maintenance settings');
   }
 }
 

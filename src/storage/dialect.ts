@@ -128,6 +128,15 @@ export function claimsByFunction(db: Kysely<any>): boolean {
 }
 
 /**
+ * Whether the server cleans and analyzes its tables itself, and an operator can turn that off
+ * (PostgreSQL's autovacuum); a SQLite file needs neither. Decided from the connection's own
+ * adapter, like skippingLocked.
+ */
+export function vacuumsItself(db: Kysely<any>): boolean {
+  return db.getExecutor().adapter instanceof PostgresAdapter;
+}
+
+/**
  * Whether the server can answer reads while refusing every write (PostgreSQL: a standby, a primary
  * demoted by a failover, default_transaction_read_only); a SQLite file Posthorn opens is writable
  * or not opened at all. Decided from the connection's own adapter, like skippingLocked.

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import { StoreUnavailableError } from '../domain/errors.ts';
-import { canBeReadOnly } from './dialect.ts';
+import { canBeReadOnly, vacuumsItself } from './dialect.ts';
 import type { Tx } from './store.ts';
 
 export interface TransmissionQueueStats {
@@ -105,6 +105,35 @@ export async function pingDatabase(db: Tx): Promise<void> {
   }
   const { rows } = await sql<{ read_only: string }>`select current_setting('transaction_read_only') as read_only`.execute(db);
   if (rows[0]?.read_only === 'on') throw new StoreUnavailableError('database read-only: transaction_read_only is on (a standby, or default_transaction_read_only)', { reason: 'database read-only' });
+}
+
+/** The tables whose rows are updated at every message: autovacuum must visit them. */
+const QUEUE_TABLES = ['transmissions', 'messages', 'outbound_requests', 'events'];
+
+/**
+ * Why the database will not clean and analyze the queue's tables by itself, or null: PostgreSQL's
+ * autovacuum off (or the statistics it works from, track_counts), for the server or for one of
+ * the tables (autovacuum_enabled = false). Dead row versions then pile up in the due indexes, and
+ * the statements each process prepares once are never re-planned as the tables grow
+ * (docs/operations.md, "Vacuum").
+ */
+export async function maintenanceProblem(db: Tx): Promise<string | null> {
+  if (!vacuumsItself(db)) return null;
+  const { rows } = await sql<{ autovacuum: string; track_counts: string }>`
+    select current_setting('autovacuum') as autovacuum, current_setting('track_counts') as track_counts`.execute(db);
+  const { rows: tables } = await sql<{ relname: string }>`
+    select c.relname from pg_class c
+    where c.oid in (${sql.join(QUEUE_TABLES.map((t) => sql`to_regclass(${t})`))})
+      and 'autovacuum_enabled=false' = any(coalesce(c.reloptions, '{}'))
+    order by c.relname`.execute(db);
+  const server = rows[0];
+  const off = [
+    ...(server?.autovacuum === 'off' ? ["autovacuum is off (the server's setting)"] : []),
+    ...(server?.track_counts === 'off' ? ["track_counts is off (the server's setting)"] : []),
+    ...(tables.length > 0 ? [`autovacuum_enabled = false on ${tables.map((t) => t.relname).join(', ')}`] : []),
+  ];
+  if (off.length === 0) return null;
+  return `PostgreSQL will not vacuum nor analyze the queue's tables: ${off.join('; ')}. Turn autovacuum on, or run VACUUM ANALYZE from cron (docs/operations.md, "Vacuum")`;
 }
 
 const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');

@@ -68,3 +68,27 @@ export async function openTestStore(opts: { poolSize?: number } = {}): Promise<T
     },
   };
 }
+
+const SEED_AT = 1_800_000_000_000;
+
+/** An account, its project and one message in it, written straight into the store (ids differ per call). */
+export async function seedProject(store: Store): Promise<{ accountId: number; projectId: number; messageId: number }> {
+  return store.write(async (trx) => {
+    const account = await trx
+      .insertInto('accounts')
+      .values({ uid: `a-${Math.random()}`, name: 'a', status: 'active', settings: '{}', created_at: SEED_AT, updated_at: SEED_AT })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const project = await trx
+      .insertInto('projects')
+      .values({ account_id: account.id, uid: 'p', name: 'p', status: 'active', settings: '{}', created_at: SEED_AT, updated_at: SEED_AT })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const message = await trx
+      .insertInto('messages')
+      .values({ project_id: project.id, uid: `m-${Math.random()}`, unique_id: 'm@posthorn.test', recipient_count: 1, deliver: 1, created_at: SEED_AT, payload: '{}' })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    return { accountId: account.id, projectId: project.id, messageId: message.id };
+  });
+}

@@ -11,7 +11,7 @@ import { CompiledQuery, type Compilable } from 'kysely';
 import { claimDueTransmissions, claimQuery } from '../../src/storage/delivery-queue.ts';
 import { claimDueOutbound, outboundClaimQuery } from '../../src/storage/outbound.ts';
 import type { Store } from '../../src/storage/store.ts';
-import { openTestStore, testDatabase, type TestStore } from '../helpers/databases.ts';
+import { openTestStore, seedProject, testDatabase, type TestStore } from '../helpers/databases.ts';
 
 const T0 = 1_800_000_000_000;
 const TAKEN = 20;
@@ -32,21 +32,7 @@ describe('a claim reads about the rows it takes, however long the queue', () => 
   before(async () => {
     t = await openTestStore();
     store = t.store;
-    const ids = await store.write(async (trx) => {
-      const account = await trx.insertInto('accounts').values({ uid: 'a', name: 'a', status: 'active', settings: '{}', created_at: T0, updated_at: T0 }).returning('id').executeTakeFirstOrThrow();
-      const project = await trx
-        .insertInto('projects')
-        .values({ account_id: account.id, uid: 'p', name: 'p', status: 'active', settings: '{}', created_at: T0, updated_at: T0 })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      const message = await trx
-        .insertInto('messages')
-        .values({ project_id: project.id, uid: 'm', unique_id: 'm@posthorn.test', recipient_count: 1, deliver: 1, created_at: T0, payload: '{}' })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      return { accountId: account.id, projectId: project.id, messageId: message.id };
-    });
-    ({ accountId, projectId, messageId } = ids);
+    ({ accountId, projectId, messageId } = await seedProject(store));
   });
   after(() => t.close());
 

@@ -7,30 +7,9 @@ import { after, before, describe, it } from 'node:test';
 import { claimDueTransmissions, finishTransmission } from '../../src/storage/delivery-queue.ts';
 import type { Store } from '../../src/storage/store.ts';
 import { claimUndispatchedEvents } from '../../src/storage/webhooks.ts';
-import { openTestStore, testDatabase, type TestStore } from '../helpers/databases.ts';
+import { openTestStore, seedProject, testDatabase, type TestStore } from '../helpers/databases.ts';
 
 const T0 = 1_800_000_000_000;
-
-async function seedProject(store: Store): Promise<{ accountId: number; projectId: number; messageId: number }> {
-  return store.write(async (trx) => {
-    const account = await trx
-      .insertInto('accounts')
-      .values({ uid: `a-${Math.random()}`, name: 'a', status: 'active', settings: '{}', created_at: T0, updated_at: T0 })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    const project = await trx
-      .insertInto('projects')
-      .values({ account_id: account.id, uid: 'p', name: 'p', status: 'active', settings: '{}', created_at: T0, updated_at: T0 })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    const message = await trx
-      .insertInto('messages')
-      .values({ project_id: project.id, uid: `m-${Math.random()}`, unique_id: 'm@posthorn.test', recipient_count: 1, deliver: 1, created_at: T0, payload: '{}' })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    return { accountId: account.id, projectId: project.id, messageId: message.id };
-  });
-}
 
 async function enqueueTransmissions(store: Store, seed: { projectId: number; messageId: number }, count: number): Promise<void> {
   await store.write(async (trx) => {
