@@ -784,9 +784,8 @@ async function measureSignedDrain(sink: Sink, postfixRelay: number | null, postf
 }
 /**
  * 7p: as 7c on PostgreSQL, after 20,000 messages delivered as they came, on a database as new as a
- * first deployment's (never analyzed): a worker process draining a burst, or an outage's backlog. Each claim must cost about the
- * rows it takes, not the length of the queue (docs/decisions/0003-performance.md, "A claim's plan
- * must not depend on statistics").
+ * first deployment's (never analyzed): a worker process started on a backlog, as after an outage
+ * of the workers or a burst they were not running for, drains it.
  */
 async function measurePostgresDrain(url: string, sink: Sink, postfixRelay: number | null, postfixCpuUs: number | null): Promise<void> {
   const instance = await createInstance(url);
