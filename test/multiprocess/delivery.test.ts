@@ -206,9 +206,23 @@ describe('many processes on one PostgreSQL database', { skip: onlyOn('postgres')
     const [workerBId] = await workerIdsOf(workerB);
     assert.ok(workerBId, 'worker B has a worker id');
     const held = async () => Number((await db.query<{ n: string }>(`select count(*) as n from transmissions where locked_by = $1`, [workerBId])).rows[0].n);
-    // Mid-way, at a moment worker B holds claimed rows.
+    // Mid-way, at a moment worker B holds claimed rows. It is stopped (SIGSTOP) before it is
+    // killed, so that it finishes nothing between the look and the kill: once the statements it
+    // sent before it stopped have run (no claim or finish running on the server), what it still
+    // holds stays held. Holding none by then, it goes on, and the next moment is taken.
     await waitFor(() => sink.distinct() >= base + PHASE2 * 0.3, 'a third of phase 2 delivered', 120_000, 10);
-    await waitFor(async () => (await held()) >= 4, 'worker B to hold claimed rows', 60_000, 5);
+    const queueStatementsRunning = async () =>
+      Number(
+        (await db.query<{ n: string }>(`select count(*) as n from pg_stat_activity where datname = current_database() and state = 'active' and (query like 'UPDATE transmissions AS t%' or query like 'select "id", "message_id"%posthorn_claim_transmissions%')`)).rows[0].n,
+      );
+    for (let tries = 1; ; tries++) {
+      await waitFor(async () => (await held()) >= 4, 'worker B to hold claimed rows', 60_000, 5);
+      workerB.child.kill('SIGSTOP');
+      await waitFor(async () => (await queueStatementsRunning()) === 0, 'the statements worker B sent before it stopped to have run', 10_000, 2);
+      if ((await held()) > 0) break;
+      workerB.child.kill('SIGCONT');
+      assert.ok(tries < 20, 'worker B held no rows at any of 20 moments it was stopped');
+    }
     workerB.child.kill('SIGKILL');
     const killedAt = Date.now();
     await workerB.exited;
