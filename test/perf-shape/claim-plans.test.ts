@@ -7,7 +7,7 @@
 // no sort.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { CompiledQuery, type Compilable } from 'kysely';
+import { CompiledQuery } from 'kysely';
 import { claimDueTransmissions, claimQuery } from '../../src/storage/delivery-queue.ts';
 import { claimDueOutbound, outboundClaimQuery } from '../../src/storage/outbound.ts';
 import type { Store } from '../../src/storage/store.ts';
@@ -62,8 +62,7 @@ describe('a claim reads about the rows it takes, however long the queue', () => 
    * PostgreSQL: the shared buffers the whole claim touches, run and rolled back (the rows stay due).
    * SQLite: 0, once its query plan is seen to walk the due index with no sort.
    */
-  async function claimCost(query: Compilable<unknown>, index: string): Promise<number> {
-    const compiled = query.compile();
+  async function claimCost(compiled: CompiledQuery<unknown>, index: string): Promise<number> {
     if (testDatabase() === 'sqlite') {
       const { rows } = await store.db.executeQuery<{ detail: string }>(CompiledQuery.raw(`EXPLAIN QUERY PLAN ${compiled.sql}`, [...compiled.parameters]));
       const plan = rows.map((r) => r.detail).join('\n');
@@ -87,7 +86,7 @@ describe('a claim reads about the rows it takes, however long the queue', () => 
   }
 
   it('transmissions: the same rows read for a queue 40 times longer', async () => {
-    const claim = () => claimQueryOf(store, { worker: 'w', now: T0 + 10 * LONG, leaseMs: 60_000, limit: TAKEN });
+    const claim = () => claimQuery(store.db, { worker: 'w', now: T0 + 10 * LONG, leaseMs: 60_000, limit: TAKEN });
     await enqueue('transmissions', 0, SHORT);
     const short = await claimCost(claim(), 'transmissions_due');
     await enqueue('transmissions', SHORT, LONG - SHORT);
@@ -99,7 +98,7 @@ describe('a claim reads about the rows it takes, however long the queue', () => 
   });
 
   it('outbound requests: the same rows read for a queue 40 times longer', async () => {
-    const claim = () => outboundClaimQuery(store.db, { worker: 'w', now: T0 + 10 * LONG, leaseUntil: T0 + 20 * LONG, limit: TAKEN });
+    const claim = () => outboundClaimQuery(store.db, { worker: 'w', now: T0 + 10 * LONG, leaseUntil: T0 + 20 * LONG, limit: TAKEN }).compile();
     await enqueue('outbound_requests', 0, SHORT);
     const short = await claimCost(claim(), 'outbound_requests_due');
     await enqueue('outbound_requests', SHORT, LONG - SHORT);
@@ -110,11 +109,6 @@ describe('a claim reads about the rows it takes, however long the queue', () => 
     assert.deepEqual(taken.map((r) => r.attempts), Array(TAKEN).fill(1));
   });
 });
-
-const claimQueryOf = (store: Store, opts: Parameters<typeof claimQuery>[1]): Compilable<unknown> => {
-  const compiled = claimQuery(store.db, opts);
-  return { compile: () => compiled };
-};
 
 /** Ends the measuring transaction with a rollback, carrying what it measured. */
 class RolledBack extends Error {
