@@ -120,8 +120,6 @@ const STOP_GRACE_MS = 10_000;
 /** Finishes wait at most this long to share a commit with others. */
 const FINISH_BATCH_MS = 10;
 const FINISH_BATCH_MAX = 256;
-/** Webhook wake-ups are coalesced to at most one per this interval. */
-const EVENTS_WAKE_MS = 20;
 /** While no suspect is held, a claim also looks for a due one, at most once per this interval. */
 const SUSPECT_CLAIM_MS = 1000;
 
@@ -151,7 +149,6 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
 
   /** The contexts of the latest claimed batch, loading (one read feeds the batch). */
   const loading = new Map<number, Promise<Map<number, MessageContext>>>();
-  let eventsWakeTimer: NodeJS.Timeout | null = null;
   /** the suspect this process works (at most one at a time), and when to look for one next */
   let suspect: number | null = null;
   let nextSuspectLookMs = 0;
@@ -328,15 +325,6 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     return store.write((trx) => renewLeases(trx, worker, ids, clock.now(), config.leaseMs));
   }
 
-  function wakeEvents(): void {
-    if (eventsWakeTimer) return;
-    eventsWakeTimer = setTimeout(() => {
-      eventsWakeTimer = null;
-      store.wake('events');
-    }, EVENTS_WAKE_MS);
-    eventsWakeTimer.unref();
-  }
-
   const job: LeaseJob<ClaimedTransmission, DeliveryFinish> = {
     name: 'delivery',
     wakeOn: 'transmissions',
@@ -425,14 +413,13 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
         return attempts.map((n) => n !== null);
       });
     },
-    finished(t, f, kept) {
+    finished(t, f) {
       if (t.id === suspect) {
         suspect = null;
         nextSuspectLookMs = 0;
       }
       // One line and one count per attempt (docs/operations.md, "Logs"), recorded or not.
       recordDeliveryAttempt(services, f.attempt);
-      if (kept) wakeEvents();
     },
     renew: renewHeld,
     confirm: renewHeld,
@@ -441,11 +428,6 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     stopped() {
       loading.clear();
       suspect = null;
-      if (eventsWakeTimer) {
-        clearTimeout(eventsWakeTimer);
-        eventsWakeTimer = null;
-        store.wake('events');
-      }
       smtp.close();
       unobserveSmtp();
     },

@@ -83,7 +83,6 @@ export async function cancelMessage(services: Services, caller: ProjectCaller, i
     }
     return { cancelled: rows, states: await listTransmissionStates(trx, message.id) };
   });
-  if (cancelled.length > 0) services.store.wake('events');
 
   const cancelledIds = new Set(cancelled.map((r) => r.id));
   const notCancelled: Record<string, NotCancelledReason> = {};

@@ -93,7 +93,6 @@ export async function sendMessage(services: Services, caller: ProjectCaller, req
   );
   if (isDuplicate(stored)) throw duplicateMessageUid(uid);
   const id = stored.id;
-  if (completedNow) services.store.wake('events');
   // Workers are told only when there is something to deliver (a wake is a NOTIFY on PostgreSQL).
   if (copies.some((copy) => copy.completed === null)) services.store.wake('transmissions');
   recordMessageAccepted(services, copies.length);

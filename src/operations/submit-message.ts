@@ -214,7 +214,6 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
   );
   if (isDuplicate(stored)) return knownMessage(services, caller, uid);
   const id = stored.id;
-  if (completedNow) services.store.wake('events');
   if (copies.some((copy) => copy.completed === null)) services.store.wake('transmissions');
   recordMessageAccepted(services, copies.length);
   return { id, url: messageUrl(services, id), uid, repeated: false };

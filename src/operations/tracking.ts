@@ -29,17 +29,13 @@ export async function recordClick(services: Services, hit: TrackingHit): Promise
 
 async function record(services: Services, hit: TrackingHit, kinds: Array<'opened' | 'clicked'>): Promise<void> {
   const now = services.clock.now();
-  const wrote = await services.store.write(async (trx) => {
-    let any = false;
+  // The store wakes the webhook fan-out for the events written, where an endpoint hears them.
+  await services.store.write(async (trx) => {
     for (const kind of kinds) {
       const column = kind === 'opened' ? 'opened_at' : 'clicked_at';
-      if (!(await setFirstTrackingTime(trx, hit.transmissionId, column, now))) continue;
-      await writeEvent(trx, kind, hit, now);
-      any = true;
+      if (await setFirstTrackingTime(trx, hit.transmissionId, column, now)) await writeEvent(trx, kind, hit, now);
     }
-    return any;
   });
-  if (wrote) services.store.wake('events');
 }
 
 async function writeEvent(trx: Tx, kind: 'opened' | 'clicked', hit: TrackingHit, now: number): Promise<void> {

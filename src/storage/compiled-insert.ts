@@ -50,13 +50,14 @@ export class CompiledInsert<T extends Table> {
   private readonly cache = new WeakMap<object, Map<number, Prepared>>();
 
   /**
+   * @param returning the column each inserted row answers with (its id, say), or null for none
    * @param computed columns whose value is an expression of the row's values (a subquery, say):
    *   built once like the rest, `value(column)` standing for that column's value in the row
    */
   constructor(
     private readonly table: T,
     private readonly columns: readonly (keyof InsertObject<Database, T> & string)[],
-    private readonly returningId: boolean,
+    private readonly returning: (keyof Database[T] & string) | null,
     private readonly computed: Readonly<Record<string, (value: (column: string) => unknown) => unknown>> = {},
   ) {}
 
@@ -70,7 +71,7 @@ export class CompiledInsert<T extends Table> {
     }
     // The markers stand in for values only while compiling; they never reach the database.
     const builder = db.insertInto(this.table).values(markers as never);
-    const compiled = this.returningId ? builder.returning('id' as never).compile() : builder.compile();
+    const compiled = this.returning ? builder.returning(this.returning as never).compile() : builder.compile();
     return { sql: compiled.sql, slots: compiled.parameters as Marker[] };
   }
 
@@ -85,20 +86,21 @@ export class CompiledInsert<T extends Table> {
 
   /**
    * Inserts the rows (every declared column is written; undefined is written as NULL), in one
-   * statement or, for a count not compiled once, in chunks in order; the ids come in row order.
+   * statement or, for a count not compiled once, in chunks in order; the `returning` column of
+   * each comes in row order.
    */
-  async execute(db: Tx, rows: ReadonlyArray<Record<string, unknown>>): Promise<Array<{ id: number }>> {
+  async execute(db: Tx, rows: ReadonlyArray<Record<string, unknown>>): Promise<Array<Record<string, unknown>>> {
     if (rows.length === 0) return [];
     if (isCachedRowCount(rows.length)) return this.executeOnce(db, rows);
-    const ids: Array<{ id: number }> = [];
-    for (const chunk of powerOfTwoChunks(rows, MAX_ROWS_PER_STATEMENT)) ids.push(...(await this.executeOnce(db, chunk)));
-    return ids;
+    const answers: Array<Record<string, unknown>> = [];
+    for (const chunk of powerOfTwoChunks(rows, MAX_ROWS_PER_STATEMENT)) answers.push(...(await this.executeOnce(db, chunk)));
+    return answers;
   }
 
-  private async executeOnce(db: Tx, rows: ReadonlyArray<Record<string, unknown>>): Promise<Array<{ id: number }>> {
+  private async executeOnce(db: Tx, rows: ReadonlyArray<Record<string, unknown>>): Promise<Array<Record<string, unknown>>> {
     const { sql, slots } = this.prepared(db, rows.length);
     const parameters = slots.map((slot) => rows[slot.row][slot.column] ?? null);
-    const result = await db.executeQuery<{ id: number }>(CompiledQuery.raw(sql, parameters));
+    const result = await db.executeQuery<Record<string, unknown>>(CompiledQuery.raw(sql, parameters));
     return result.rows;
   }
 }

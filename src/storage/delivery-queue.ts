@@ -189,7 +189,7 @@ function attemptRow(input: FinishInput) {
 }
 
 /** The attempt rows' INSERT, compiled once per row count (storage/compiled-insert.ts). */
-const INSERT_ATTEMPTS = new CompiledInsert('attempts', ['transmission_id', 'started_at', 'duration_ms', 'mx_host', 'outcome', 'result_code', 'result_message', 'worker', 'tls'], false);
+const INSERT_ATTEMPTS = new CompiledInsert('attempts', ['transmission_id', 'started_at', 'duration_ms', 'mx_host', 'outcome', 'result_code', 'result_message', 'worker', 'tls'], null);
 
 /**
  * finishTransmission for many transmissions in one transaction: each row's state under its own

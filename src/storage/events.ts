@@ -12,7 +12,9 @@
 // (dispatched_at = NO_ENDPOINT): nobody can hear of it (an endpoint hears of what happens after it
 // exists, docs/webhooks.md), so the fan-out neither claims nor rewrites it. The test is part of the
 // INSERT, against what is committed when the statement runs: an endpoint whose creation has been
-// answered hears of every event recorded after.
+// answered hears of every event recorded after. The INSERT answers whether any event it wrote
+// waits for the fan-out, and the store wakes the fan-out after the unit commits only then
+// (store.ts): a delivery to an account without endpoints wakes no one, in no process.
 import { CompiledQuery, sql } from 'kysely';
 import type { EventKind } from '../domain/events.ts';
 import { CompiledInsert } from './compiled-insert.ts';
@@ -37,7 +39,7 @@ type EventRow = Pick<EventsTable, 'account_id' | 'project_id' | 'type' | 'payloa
 export const NO_ENDPOINT = 0;
 
 /** The INSERT of events one by one (SQLite, and a unit's single event), compiled once. */
-const INSERT_EVENT = new CompiledInsert('events', ['account_id', 'project_id', 'type', 'payload', 'message_id', 'created_at'], false, {
+const INSERT_EVENT = new CompiledInsert('events', ['account_id', 'project_id', 'type', 'payload', 'message_id', 'created_at'], 'dispatched_at', {
   // null (the fan-out's) or NO_ENDPOINT
   dispatched_at: (value) =>
     sql`CASE WHEN EXISTS (SELECT 1 FROM webhooks WHERE account_id = ${value('account_id')} AND status = 'active') THEN NULL ELSE ${sql.lit(NO_ENDPOINT)} END`,
@@ -46,7 +48,12 @@ const INSERT_EVENT = new CompiledInsert('events', ['account_id', 'project_id', '
 /** The events recorded so far in a unit whose inserts are deferred, by its transaction. */
 const deferred = new WeakMap<object, EventRow[]>();
 
-export async function recordEvent(db: Tx, event: NewEvent): Promise<void> {
+/**
+ * Records an event in the unit's transaction. Outside a unit of store.write (whose events are
+ * inserted when it returns, and wake the fan-out once committed), the caller wakes the fan-out
+ * itself when this answers true: the event waits for it.
+ */
+export async function recordEvent(db: Tx, event: NewEvent): Promise<boolean> {
   const row: EventRow = {
     account_id: event.accountId,
     project_id: event.projectId,
@@ -57,20 +64,31 @@ export async function recordEvent(db: Tx, event: NewEvent): Promise<void> {
     created_at: event.now,
   };
   const later = deferred.get(db);
-  if (later) later.push(row);
-  else await INSERT_EVENT.execute(db, [row]);
+  if (later) {
+    later.push(row);
+    return false;
+  }
+  return waitForFanOut(await INSERT_EVENT.execute(db, [row]));
+}
+
+/** Whether an event among those an INSERT answered with their dispatched_at waits for the fan-out. */
+const waitForFanOut = (rows: ReadonlyArray<Record<string, unknown>>) => rows.some((row) => row.dispatched_at === null);
+
+/** What a write unit returned, and whether an event it recorded waits for the fan-out. */
+export interface UnitOutcome<T> {
+  value: T;
+  eventsWaiting: boolean;
 }
 
 /**
  * Runs one write unit (store.ts) with its events deferred: they are inserted together when `fn`
  * returns, before the unit is committed or released; none when it throws.
  */
-export async function withDeferredEvents<T>(trx: Tx, fn: (trx: Tx) => Promise<T>): Promise<T> {
+export async function withDeferredEvents<T>(trx: Tx, fn: (trx: Tx) => Promise<T>): Promise<UnitOutcome<T>> {
   deferred.set(trx, []);
   try {
     const value = await fn(trx);
-    await insertDeferredEvents(trx);
-    return value;
+    return { value, eventsWaiting: await insertDeferredEvents(trx) };
   } finally {
     deferred.delete(trx);
   }
@@ -79,24 +97,27 @@ export async function withDeferredEvents<T>(trx: Tx, fn: (trx: Tx) => Promise<T>
 /**
  * Inserts the events deferred in `trx`, in the order they were recorded: one statement where
  * statements take arrays (the same text for any count), else multi-row INSERTs (compiled-insert.ts).
+ * Answers whether any of them waits for the fan-out.
  */
-async function insertDeferredEvents(trx: Tx): Promise<void> {
+async function insertDeferredEvents(trx: Tx): Promise<boolean> {
   const rows = deferred.get(trx);
   deferred.delete(trx);
-  if (!rows || rows.length === 0) return;
-  if (rows.length === 1 || !takesArrayParameters(trx)) {
-    await INSERT_EVENT.execute(trx, rows);
-    return;
-  }
+  if (!rows || rows.length === 0) return false;
+  if (rows.length === 1 || !takesArrayParameters(trx)) return waitForFanOut(await INSERT_EVENT.execute(trx, rows));
   const column = <K extends keyof EventRow>(key: K) => rows.map((r) => r[key] ?? null);
-  await trx.executeQuery(
+  const { rows: [answer] } = await trx.executeQuery<{ waiting: number | string }>(
     CompiledQuery.raw(INSERT_EVENTS_SQL, [column('account_id'), column('project_id'), column('type'), column('payload'), column('message_id'), column('created_at')]),
   );
+  return Number(answer?.waiting ?? 0) > 0;
 }
 
-const INSERT_EVENTS_SQL = preparedOnServer(`INSERT INTO events (account_id, project_id, type, payload, message_id, created_at, dispatched_at)
-SELECT e.*, CASE WHEN EXISTS (SELECT 1 FROM webhooks w WHERE w.account_id = e.account_id AND w.status = 'active') THEN NULL ELSE ${NO_ENDPOINT} END
-FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[]) AS e(account_id, project_id, type, payload, message_id, created_at)`);
+const INSERT_EVENTS_SQL = preparedOnServer(`WITH inserted AS (
+  INSERT INTO events (account_id, project_id, type, payload, message_id, created_at, dispatched_at)
+  SELECT e.*, CASE WHEN EXISTS (SELECT 1 FROM webhooks w WHERE w.account_id = e.account_id AND w.status = 'active') THEN NULL ELSE ${NO_ENDPOINT} END
+  FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[]) AS e(account_id, project_id, type, payload, message_id, created_at)
+  RETURNING dispatched_at
+)
+SELECT count(*) AS waiting FROM inserted WHERE dispatched_at IS NULL`);
 
 /** Whether some event still waits for the dispatcher's fan-out. */
 export async function hasUndispatchedEvents(db: Tx): Promise<boolean> {

@@ -22,7 +22,7 @@ export type { AcceptedCopy } from './transmissions.ts';
 const INSERT_MESSAGE = new CompiledInsert(
   'messages',
   ['project_id', 'uid', 'unique_id', 'template', 'subject', 'from_address', 'recipient_count', 'deliver', 'created_at', 'send_at', 'sandbox', 'payload'],
-  true,
+  'id',
 );
 
 export type { MessageRow } from './schema.ts';

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import { StoreUnavailableError } from '../domain/errors.ts';
 import { isPostgresUrl } from '../domain/database-url.ts';
 import { WriteLockBusyError, type StoreDialect } from './dialect.ts';
-import { withDeferredEvents } from './events.ts';
+import { withDeferredEvents, type UnitOutcome } from './events.ts';
 import { migrateToLatest } from './migrate.ts';
 import type { AcceptedTransmission, Database, MessageRow, Tx } from './schema.ts';
 import { BUSY_TIMEOUT_MS, LOCKED, openSqlite, sqliteFileFrom } from './dialects/sqlite.ts';
@@ -78,9 +78,10 @@ export class Store {
   write<T>(fn: (trx: Tx) => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new Error('store is closed'));
     if (!this.dialect.groupCommit) {
-      // The unit's events are inserted together when fn returns, before the COMMIT (events.ts).
+      // The unit's events are inserted together when fn returns, before the COMMIT (events.ts);
+      // once it has committed, the fan-out is woken if one of them waits for it.
       return this.watch(this.track(
-        this.db.transaction().execute((trx) => withDeferredEvents(trx, fn)),
+        this.db.transaction().execute((trx) => withDeferredEvents(trx, fn)).then((outcome) => this.settleUnit(outcome)),
       ));
     }
     return this.watch(this.joinGroup(fn));
@@ -185,9 +186,9 @@ export class Store {
           try {
             // As in write(): the unit's events in one INSERT when it returns (a batch of delivery
             // finishes records one per message).
-            const value = await withDeferredEvents(trx, unit.fn);
+            const outcome = await withDeferredEvents(trx, unit.fn);
             await sql`RELEASE SAVEPOINT unit`.execute(trx);
-            settled.push(() => unit.resolve(value));
+            settled.push(() => unit.resolve(this.settleUnit(outcome)));
           } catch (error) {
             // The database is away or the disk is full: the transaction itself may be gone (SQLite
             // rolls it back on SQLITE_FULL), so the whole group fails with the cause.
@@ -249,6 +250,16 @@ export class Store {
     this.lockedSince ??= now;
     this.lockedTries++;
     return now - this.lockedSince < BUSY_TIMEOUT_MS;
+  }
+
+  /**
+   * A committed unit's value; an event it recorded that waits for the webhook fan-out wakes it
+   * (events.ts): the writers of events need not, and a unit whose events nobody can hear (no
+   * endpoint) wakes no one.
+   */
+  private settleUnit<T>(outcome: UnitOutcome<T>): T {
+    if (outcome.eventsWaiting) this.wake('events');
+    return outcome.value;
   }
 
   /** Tells workers (in this process, and in others where the dialect can) that work is due. */

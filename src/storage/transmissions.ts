@@ -50,7 +50,7 @@ export function acceptedTransmissionRows(
 const INSERT_TRANSMISSIONS = new CompiledInsert(
   'transmissions',
   ['message_id', 'project_id', 'recipient', 'recipient_name', 'variables', 'subject', 'status', 'next_attempt_at', 'attempts', 'created_at', 'updated_at', 'completed_at', 'result_code', 'result_message'],
-  false,
+  null,
 );
 
 /**
