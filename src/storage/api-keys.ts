@@ -62,10 +62,15 @@ const keyLookupSql = new WeakMap<object, string>();
 export const KEY_LOOKUP_TTL_MS = 1000;
 const KEPT_KEYS_MAX = 10_000;
 const keptKeys = new Map<string, { lookup: KeyLookup; until: number; adapter: object }>();
+/** Lookups in flight, by key hash: their callers and those that come meanwhile share the answer. */
+const lookingUp = new Map<string, { found: Promise<KeyLookup | undefined>; adapter: object; generation: number }>();
+/** Moved on by every forgetKeyLookups: a lookup begun before a write is neither kept nor shared after it. */
+let keyGeneration = 0;
 
 /** Forgets every kept key lookup: called by each storage write of keys, projects and accounts. */
 export function forgetKeyLookups(): void {
   keptKeys.clear();
+  keyGeneration++;
 }
 
 /** The key with this hash, its account, and its project (for project keys). One query, or none within KEY_LOOKUP_TTL_MS of the last. */
@@ -74,12 +79,25 @@ export async function findKeyByHash(db: Tx, keyHash: string): Promise<KeyLookup 
   const now = performance.now();
   const kept = keptKeys.get(keyHash);
   if (kept && kept.until > now && kept.adapter === adapter) return kept.lookup;
-  const found = await lookUpKey(db, adapter, keyHash);
-  if (found) {
-    if (keptKeys.size >= KEPT_KEYS_MAX) keptKeys.clear();
-    keptKeys.set(keyHash, { lookup: found, until: now + KEY_LOOKUP_TTL_MS, adapter });
+  // The requests that find the kept lookup expired together (every one in flight when it expires)
+  // share one query, not one each.
+  const pending = lookingUp.get(keyHash);
+  if (pending && pending.adapter === adapter && pending.generation === keyGeneration) return pending.found;
+  const generation = keyGeneration;
+  const found = lookUpKey(db, adapter, keyHash);
+  const entry = { found, adapter, generation };
+  lookingUp.set(keyHash, entry);
+  try {
+    const lookup = await found;
+    // A write of keys, projects or accounts since the query began may have changed its answer.
+    if (lookup && generation === keyGeneration) {
+      if (keptKeys.size >= KEPT_KEYS_MAX) keptKeys.clear();
+      keptKeys.set(keyHash, { lookup, until: now + KEY_LOOKUP_TTL_MS, adapter });
+    }
+    return lookup;
+  } finally {
+    if (lookingUp.get(keyHash) === entry) lookingUp.delete(keyHash);
   }
-  return found;
 }
 
 async function lookUpKey(db: Tx, adapter: object, keyHash: string): Promise<KeyLookup | undefined> {

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { KEY_LOOKUP_TTL_MS } from '../../src/storage/api-keys.ts';
+import { forgetKeyLookups, KEY_LOOKUP_TTL_MS } from '../../src/storage/api-keys.ts';
 import { onlyOn, testDatabase } from '../helpers/databases.ts';
 import { startTestApp, type Seed, type TestApp } from '../helpers/app.ts';
 
@@ -197,6 +197,19 @@ describe(`send_message statements (${testDatabase()})`, () => {
       if (status === 200) await new Promise((r) => setTimeout(r, 50));
     }
     assert.equal(status, 423, `still accepted ${Math.round(performance.now() - changedAt)} ms after the change`);
+  });
+
+  it('requests that find their key lookup expired together share one lookup', { skip: onlyOn('postgres') }, async () => {
+    const other = await t.seed('shared-lookup');
+    const sendAs = (uid: string) => t.call('send_message', { api_key: other.projectKey, uid, arguments: { recipients: 'k@example.test', headers: { from: 'a@example.test' }, content: 'x' } });
+    assert.equal((await sendAs('shared-warm')).status, 200);
+    forgetKeyLookups(); // as when the kept lookup expires
+    let replies: Array<{ status: number }> = [];
+    const statements = await statementsDuring(async () => {
+      replies = await Promise.all(Array.from({ length: 12 }, (_, i) => sendAs(`shared-${i}`)));
+    });
+    assert.deepEqual(replies.map((r) => r.status), Array(12).fill(200));
+    assert.equal(statements.filter((text) => /"api_keys"/.test(text)).length, 1, statements.join('\n'));
   });
 
   it('copies completed at acceptance (null.postageapp.com) still get their delivered event in the same write', async () => {
