@@ -4,8 +4,3 @@
 export const WAKE_CHANNELS = ['transmissions', 'events', 'outbound', 'mailboxes'] as const;
 
 export type WakeChannel = (typeof WAKE_CHANNELS)[number];
-
-/** The PostgreSQL NOTIFY channel of a wake channel (storage/store.ts, and the statements that notify within themselves). */
-export function notifyChannelOf(channel: WakeChannel): string {
-  return `posthorn_${channel}`;
-}

@@ -5,7 +5,7 @@
 // commit on SQLite). A duplicate uid is found by the unique constraint, not a SELECT.
 //
 //   [the edge reads the request (400, 406)] -> template and its layouts (412) -> recipients, addresses (412)
-//   -> uid (given, or the hash of the arguments) -> store message + transmissions (which wakes delivery)
+//   -> uid (given, or the hash of the arguments) -> store message + transmissions -> wake delivery
 //
 // What is accepted is what will be sent: the template chain is merged into the stored payload now,
 // so later template edits never change this message.
@@ -93,6 +93,8 @@ export async function sendMessage(services: Services, caller: ProjectCaller, req
   );
   if (isDuplicate(stored)) throw duplicateMessageUid(uid);
   const id = stored.id;
+  // Workers are told only when there is something to deliver (a wake is a NOTIFY on PostgreSQL).
+  if (copies.some((copy) => copy.completed === null)) services.store.wake('transmissions');
   recordMessageAccepted(services, copies.length);
   return { id, url: messageUrl(services, id), uid };
 }

@@ -8,7 +8,7 @@
 //   written CRLF, no line over 998 octets -> the message's identity, its uid (the uid header; else the
 //   Message-ID with the envelope; else a new one) -> tracking header read -> Bcc, Resent-Bcc, the
 //   uid and tracking headers and a Message-ID without a msg-id removed, Received added, Message-ID
-//   and Date added when missing -> store message + one transmission per RCPT TO (which wakes delivery)
+//   and Date added when missing -> store message + one transmission per RCPT TO -> wake delivery
 //
 // A uid the project already has is the retransmission of a message accepted before: answered as
 // accepted, with that message's id, and nothing stored (docs/smtp-submission.md, "The uid").
@@ -214,6 +214,7 @@ export async function submitMessage(services: Services, caller: ProjectCaller, i
   );
   if (isDuplicate(stored)) return knownMessage(services, caller, uid);
   const id = stored.id;
+  if (copies.some((copy) => copy.completed === null)) services.store.wake('transmissions');
   recordMessageAccepted(services, copies.length);
   return { id, url: messageUrl(services, id), uid, repeated: false };
 }

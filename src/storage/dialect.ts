@@ -33,10 +33,7 @@ export interface StoreDialect {
    * dialects/postgres-acceptance.ts); on a SQLite file by a thread of its own with its own
    * connection, in group commits off the event loop (dialects/sqlite-acceptance.ts). Returns the
    * message's id, or null when its (project_id, uid) is taken and nothing was written for it.
-   * Where the dialect has cross-process wake-ups (PostgreSQL), the statement that inserts a copy to
-   * deliver also notifies the 'transmissions' channel, at its commit (the store wakes this
-   * process's own listeners). Absent where acceptance is one unit of store.write (SQLite in
-   * memory, or without WAL).
+   * Absent where acceptance is one unit of store.write (SQLite in memory, or without WAL).
    */
   insertMessageWithTransmissions?(message: MessageRow, transmissions: readonly AcceptedTransmission[]): Promise<number | null>;
   /**

@@ -66,9 +66,6 @@ const DUPLICATE = Symbol('duplicate uid');
  * `alongside` runs in the same transaction after the inserts (the events of copies completed at
  * acceptance, docs/sandbox.md); a write that needs it is a transaction on every database, the
  * common one (every copy queued) is one statement where the dialect has it.
- *
- * A stored message with a copy to deliver wakes the delivery workers (store.acceptMessage, or
- * store.wake after the write): its callers need not.
  */
 export async function storeAcceptedMessage(
   store: Store,
@@ -91,7 +88,6 @@ export async function storeAcceptedMessage(
       await alongside?.(trx, inserted.id);
       return inserted.id;
     });
-    if (rows.some((row) => row.completed_at === null)) store.wake('transmissions');
     return { id };
   } catch (error) {
     if (error === DUPLICATE) return { duplicate: true };

@@ -5,7 +5,7 @@
 // inside its own SAVEPOINT, so a unit that throws is rolled back alone and rejects alone, and no
 // unit's promise settles before the shared COMMIT is durable. This is what lets a durable
 // send_message answer thousands of times a second on one SQLite file (bench/, docs/decisions/0003-performance.md).
-import { notifyChannelOf, type WakeChannel } from '../domain/wake-channels.ts';
+import type { WakeChannel } from '../domain/wake-channels.ts';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
@@ -104,14 +104,7 @@ export class Store {
     const insert = this.dialect.insertMessageWithTransmissions;
     if (!insert) return Promise.reject(new Error('this database accepts messages by write()'));
     if (this.closed) return Promise.reject(new Error('store is closed'));
-    // A copy to deliver wakes the delivery workers: in this process here (on SQLite the
-    // supervisor relays it to the delivery process), in others by the statement's own NOTIFY
-    // where the dialect has one (dialect.ts insertMessageWithTransmissions).
-    const queued = transmissions.some((t) => t.completed_at === null);
-    return this.watch(insert(message, transmissions)).then((id) => {
-      if (id !== null && queued) this.wakes.emit('transmissions');
-      return id;
-    });
+    return this.watch(insert(message, transmissions));
   }
 
   /**
@@ -272,13 +265,13 @@ export class Store {
   /** Tells workers (in this process, and in others where the dialect can) that work is due. */
   wake(channel: WakeChannel): void {
     this.wakes.emit(channel);
-    this.dialect.notify?.(notifyChannelOf(channel)).catch(() => {});
+    this.dialect.notify?.(`posthorn_${channel}`).catch(() => {});
   }
 
   /** Subscribes to wake-ups; returns the unsubscribe function. */
   async onWake(channel: WakeChannel, listener: () => void): Promise<() => Promise<void>> {
     this.wakes.on(channel, listener);
-    const unlisten = this.dialect.listen ? await this.dialect.listen(notifyChannelOf(channel), listener) : null;
+    const unlisten = this.dialect.listen ? await this.dialect.listen(`posthorn_${channel}`, listener) : null;
     return async () => {
       this.wakes.off(channel, listener);
       await unlisten?.();

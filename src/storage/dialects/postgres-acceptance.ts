@@ -14,14 +14,10 @@
 //   failure   a group that fails for a reason other than the database being away is written
 //             again one acceptance at a time: a bad row fails alone, as on SQLite (one savepoint
 //             per unit)
-//   wake      a statement that inserted a copy to deliver NOTIFYs the delivery workers itself
-//             (the `wake` CTE: delivered at its commit, when the rows are there to claim), so a
-//             turn's acceptances cost no second round trip and transaction for the wake-up
 //
 // The text is a named prepared statement, the same for any count of messages and copies.
 import type pg from 'pg';
 import type { AcceptedTransmission, MessageRow } from '../schema.ts';
-import { notifyChannelOf } from '../../domain/wake-channels.ts';
 import { MESSAGE_COLUMNS, TRANSMISSION_COLUMNS } from './acceptance-columns.ts';
 
 interface Pending {
@@ -135,11 +131,8 @@ const ACCEPT_MESSAGES_SQL = `WITH i AS (
     WITH ORDINALITY AS c(message_ord, project_id, recipient, recipient_name, variables, subject, status, next_attempt_at, attempts, created_at, updated_at, completed_at, result_code, result_message, n)
   JOIN mi ON mi.ord = c.message_ord
   ORDER BY c.n
-  RETURNING completed_at
-), wake AS MATERIALIZED (
-  SELECT pg_notify('${notifyChannelOf('transmissions')}', '') FROM t WHERE completed_at IS NULL LIMIT 1
 )
-SELECT id, ord FROM mi WHERE (SELECT count(*) FROM wake) >= 0`;
+SELECT id, ord FROM mi`;
 
 function groupValues(group: readonly Pending[]): unknown[] {
   const messageOrd: number[] = [];
