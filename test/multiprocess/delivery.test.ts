@@ -215,22 +215,30 @@ describe('many processes on one PostgreSQL database', { skip: onlyOn('postgres')
       Number(
         (await db.query<{ n: string }>(`select count(*) as n from pg_stat_activity where datname = current_database() and state = 'active' and (query like 'UPDATE transmissions AS t%' or query like 'select "id", "message_id"%posthorn_claim_transmissions%')`)).rows[0].n,
       );
+    // What it holds, read while it is stopped: it can change nothing, and the survivor releases
+    // nothing of a live process. Read after the kill, it could already be released (the
+    // survivor's next heartbeat sees the pid gone).
+    const holding = async () =>
+      (
+        await db.query<{ id: number; key: string }>(
+          `select t.id, '<' || m.unique_id || '> ' || t.recipient as key from transmissions t join messages m on m.id = t.message_id where t.locked_by = $1`,
+          [workerBId],
+        )
+      ).rows;
+    let stranded: Array<{ id: number; key: string }>;
     for (let tries = 1; ; tries++) {
       await waitFor(async () => (await held()) >= 4, 'worker B to hold claimed rows', 60_000, 5);
       workerB.child.kill('SIGSTOP');
       await waitFor(async () => (await queueStatementsRunning()) === 0, 'the statements worker B sent before it stopped to have run', 10_000, 2);
-      if ((await held()) > 0) break;
+      stranded = await holding();
+      if (stranded.length > 0) break;
       workerB.child.kill('SIGCONT');
       assert.ok(tries < 20, 'worker B held no rows at any of 20 moments it was stopped');
     }
     workerB.child.kill('SIGKILL');
     const killedAt = Date.now();
     await workerB.exited;
-    // What it held when it died is stranded until its leases expire.
-    const { rows: stranded } = await db.query<{ id: number; key: string }>(
-      `select t.id, '<' || m.unique_id || '> ' || t.recipient as key from transmissions t join messages m on m.id = t.message_id where t.locked_by = $1`,
-      [workerBId],
-    );
+    // What it held when it died is stranded until the survivor sees it dead.
     assert.ok(stranded.length > 0 && stranded.length <= WORKERS, `worker B held ${stranded.length} rows when killed`);
     // The time to resume: until every row the dead worker held has reached the sink.
     const unfinished = async () =>
