@@ -117,8 +117,14 @@ export type DeliveryWorker = LeaseRunner<ClaimedTransmission, DeliveryFinish>;
 
 /** How long stop() waits for deliveries in flight before giving their rows back. */
 const STOP_GRACE_MS = 10_000;
-/** Finishes wait at most this long to share a commit with others. */
-const FINISH_BATCH_MS = 10;
+/**
+ * Finishes wait at most this long to be written together. Where the store commits a turn's writes
+ * together (SQLite) the batch shares a commit whatever its size and the claim refilling its slots
+ * joins it: a short wait keeps the slots turning. Elsewhere (PostgreSQL) a batch is a transaction
+ * of its own, a fixed handful of statements: a longer wait makes it bigger, and the statements per
+ * message fewer (docs/decisions/0003-performance.md).
+ */
+const FINISH_BATCH_MS = { groupCommitted: 10, ownTransaction: 25 };
 const FINISH_BATCH_MAX = 256;
 /** While no suspect is held, a claim also looks for a due one, at most once per this interval. */
 const SUSPECT_CLAIM_MS = 1000;
@@ -332,7 +338,7 @@ export function createDeliveryWorker(services: Services, options: DeliveryOption
     leaseMs: config.leaseMs,
     pollMs: config.pollMs,
     stopGraceMs: options.stopGraceMs ?? STOP_GRACE_MS,
-    finishBatchMs: FINISH_BATCH_MS,
+    finishBatchMs: store.commitsTurnsTogether ? FINISH_BATCH_MS.groupCommitted : FINISH_BATCH_MS.ownTransaction,
     finishBatchMax: FINISH_BATCH_MAX,
     claimWithFinishes: true,
 
