@@ -49,11 +49,11 @@ const INSERT_EVENT = new CompiledInsert('events', ['account_id', 'project_id', '
 const deferred = new WeakMap<object, EventRow[]>();
 
 /**
- * Records an event in the unit's transaction. Outside a unit of store.write (whose events are
- * inserted when it returns, and wake the fan-out once committed), the caller wakes the fan-out
- * itself when this answers true: the event waits for it.
+ * Records an event in the unit's transaction: in a unit of store.write it is inserted when the unit
+ * returns, and wakes the fan-out once committed; outside one (no caller in src/) it is inserted at
+ * once, and the fan-out's poll finds it.
  */
-export async function recordEvent(db: Tx, event: NewEvent): Promise<boolean> {
+export async function recordEvent(db: Tx, event: NewEvent): Promise<void> {
   const row: EventRow = {
     account_id: event.accountId,
     project_id: event.projectId,
@@ -64,11 +64,8 @@ export async function recordEvent(db: Tx, event: NewEvent): Promise<boolean> {
     created_at: event.now,
   };
   const later = deferred.get(db);
-  if (later) {
-    later.push(row);
-    return false;
-  }
-  return waitForFanOut(await INSERT_EVENT.execute(db, [row]));
+  if (later) later.push(row);
+  else await INSERT_EVENT.execute(db, [row]);
 }
 
 /** Whether an event among those an INSERT answered with their dispatched_at waits for the fan-out. */
