@@ -8,8 +8,9 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { CoalescingNotifier, NotificationListener, openPostgres } from '../../src/storage/dialects/postgres.ts';
 import { migrateToLatest } from '../../src/storage/migrate.ts';
-import { openStore, type Store } from '../../src/storage/store.ts';
-import { onlyOn, openTestStore, type TestStore } from '../helpers/databases.ts';
+import { claimDueTransmissions } from '../../src/storage/delivery-queue.ts';
+import { isStoreUnavailable, openStore, type Store } from '../../src/storage/store.ts';
+import { onlyOn, openTestStore, seedProject, type TestStore } from '../helpers/databases.ts';
 import { adminQuery, createFreshPostgresDatabase, dropPostgresDatabase } from '../helpers/postgres.ts';
 import { until } from '../helpers/wait.ts';
 
@@ -185,6 +186,51 @@ describe('PostgreSQL dialect', { skip }, () => {
   it('sessions are named posthorn and a transaction left idle is ended by the server after a minute', async () => {
     const { rows } = await sql<{ app: string; idle: string }>`select current_setting('application_name') as app, current_setting('idle_in_transaction_session_timeout') as idle`.execute(t.store.db);
     assert.deepEqual(rows[0], { app: 'posthorn', idle: '1min' });
+  });
+
+  it('a claim this process stopped waiting for is cancelled by the server, not run later: no rows taken behind its back', async () => {
+    // A claim blocked on a lock past --db-timeout-ms fails here as a timeout; the server must not
+    // run it once the lock is gone (it would take rows that the runner's next look for strays may
+    // already have missed: they would wait for their lease).
+    const url = await createFreshPostgresDatabase();
+    // One connection: the migrations' handle and the bounded one take turns on it.
+    const store = await openStore({ databaseUrl: url, data: '/nonexistent', dbPoolSize: 1, dbTimeoutMs: 400 });
+    const locker = new pg.Client({ connectionString: url });
+    const bound = async (db: typeof store.db) => (await sql<{ bound: string }>`select current_setting('statement_timeout') as bound`.execute(db)).rows[0].bound;
+    try {
+      await migrateToLatest(store.dialect);
+      // The server's bound is the pool's, a little over this process's; the migrations' handle
+      // lifts it while it holds the connection, and gives it back with the bound.
+      assert.equal(await bound(store.dialect.migrationDb!), '0');
+      assert.equal(await bound(store.db), '500ms');
+      const seed = await seedProject(store);
+      await store.write((trx) =>
+        trx
+          .insertInto('transmissions')
+          .values({ message_id: seed.messageId, project_id: seed.projectId, recipient: 'r@example.test', status: 'queued', attempts: 0, next_attempt_at: 1, created_at: 1, updated_at: 1 })
+          .execute(),
+      );
+      await locker.connect();
+      await locker.query('begin');
+      await locker.query('lock table transmissions in access exclusive mode');
+      const claim = store.writeStatement((db) => claimDueTransmissions(db, { worker: 'late', now: 10, leaseMs: 300_000, limit: 10 }));
+      await assert.rejects(claim, (error: unknown) => isStoreUnavailable(error) && /timeout/.test((error as Error).message));
+      // While the lock is still held, the blocked claim's wait for it ends on the server.
+      await until('the abandoned claim to stop waiting for its lock on the server', async () => {
+        const waiting = await adminQuery<{ n: string }>(
+          "select count(*) as n from pg_locks l join pg_database d on d.oid = l.database where d.datname = $1 and not l.granted",
+          [new URL(url).pathname.slice(1)],
+        );
+        return Number(waiting[0].n) === 0;
+      }, 5000);
+      await locker.query('commit');
+      const held = await store.db.selectFrom('transmissions').select(['locked_by']).execute();
+      assert.deepEqual(held, [{ locked_by: null }]);
+    } finally {
+      await locker.end().catch(() => {});
+      await store.close();
+      await dropPostgresDatabase(url);
+    }
   });
 
   it('warns at start when the database orders text linguistically (unlike SQLite), not under C', async (tc) => {

@@ -79,6 +79,13 @@ export async function openPostgres(url: string, opts: PostgresOptions): Promise<
     // A write unit only does database work, so a transaction idle for a minute is a stuck process:
     // the server ends it and releases its row locks rather than blocking every other process.
     idle_in_transaction_session_timeout: 60_000,
+    // The server gives up on a statement soon after this process has (its answer is waited for
+    // timeoutMs): a statement nobody waits for any more (blocked on a lock, on a server that was
+    // frozen) is cancelled there instead of running, and committing, later. Without it, a claim
+    // whose answer was lost could take rows after the next claim looked for strays, and they would
+    // wait for their lease (docs/operations.md, "When the database is away"). The margin keeps this
+    // process's own timeout first, so what it reports is the timeout, not the cancellation.
+    statement_timeout: timeoutMs + SERVER_TIMEOUT_MARGIN_MS,
   });
   pool.on('error', (error) => log?.warn({ err: describeError(error) }, 'idle PostgreSQL connection failed; it is replaced on next use'));
   // A connection that breaks while checked out (between two statements of a transaction: a server
@@ -192,7 +199,10 @@ function guardPool(pool: pg.Pool, timeoutMs: number | null): { connect(): Promis
   };
   return {
     async connect() {
-      const client = await pool.connect().catch(translate);
+      const pooled = await pool.connect().catch(translate);
+      // The migrations' handle is not bounded here, so not on the server either (for as long as
+      // it holds the connection).
+      const client = timeoutMs === null ? await unboundedOnServer(pooled).catch(translate) : pooled;
       // A statement that got no answer in time leaves its connection in an unknown state (the
       // answer may still come, to the next statement): the rest of its transaction fails at once
       // (its ROLLBACK included, which would wait as long again), and it is closed on release.
@@ -234,6 +244,28 @@ function guardPool(pool: pg.Pool, timeoutMs: number | null): { connect(): Promis
       if (!pool.ending) await pool.end();
     },
   };
+}
+
+/**
+ * A pooled connection without the server's statement bound until it is released (migrations: one
+ * may rewrite a large table); released, it has the pool's bound again.
+ */
+async function unboundedOnServer(client: pg.PoolClient): Promise<pg.PoolClient> {
+  try {
+    await client.query('SET statement_timeout = 0');
+  } catch (error) {
+    client.release(true);
+    throw error;
+  }
+  const release = client.release.bind(client);
+  client.release = (error?: Error | boolean) => {
+    if (error) return release(error);
+    client.query('RESET statement_timeout').then(
+      () => release(),
+      (failed: Error) => release(failed),
+    );
+  };
+  return client;
 }
 
 /**
@@ -285,6 +317,8 @@ const WRITE_TEXT = /\b(insert|update|delete)\b/i;
 const TIMED_OUT = 'database unreachable (timeout)';
 /** The default of PostgresOptions.timeoutMs (config.dbTimeoutMs). */
 const DEFAULT_TIMEOUT_MS = 5000;
+/** How much longer than this process the server waits for a statement (the pool's statement_timeout). */
+const SERVER_TIMEOUT_MARGIN_MS = 100;
 /** Idle time before the kernel's first keepalive probe on a connection. */
 const KEEPALIVE_IDLE_MS = 10_000;
 
