@@ -207,8 +207,11 @@ function guardStatement(sqlite: SqliteDatabase.Database, statement: SqliteDataba
   const endsTransaction = /^\s*(rollback|release)\b/i.test(sql);
   const beginsTransaction = /^\s*begin\b/i.test(sql);
   // BEGIN_WRITE does not wait in SQLite's busy handler: with the write lock held elsewhere it
-  // fails at once with WriteLockBusyError, and the store tries again from the event loop.
-  const lockWait = sql === BEGIN_WRITE ? { off: sqlite.prepare('pragma busy_timeout = 0'), on: sqlite.prepare(`pragma busy_timeout = ${BUSY_TIMEOUT_MS}`) } : null;
+  // fails at once with WriteLockBusyError, and the store tries again from the event loop. The
+  // timeout is set by exec, each time: PRAGMA busy_timeout takes effect when it is compiled, and a
+  // prepared one run again is recompiled only from its second run (SQLite expires it after each),
+  // so a kept statement would leave the first BEGIN after every prepare in the busy handler.
+  const lockWait = sql === BEGIN_WRITE ? { off: () => sqlite.exec('pragma busy_timeout = 0'), on: () => sqlite.exec(`pragma busy_timeout = ${BUSY_TIMEOUT_MS}`) } : null;
   const guard = <T>(run: () => T): T => {
     try {
       return run();
@@ -242,14 +245,14 @@ function guardStatement(sqlite: SqliteDatabase.Database, statement: SqliteDataba
       if (endsTransaction && !sqlite.inTransaction) return { changes: 0, lastInsertRowid: 0 };
       if (beginsTransaction && diskFull.has(sqlite)) shrinkWal(sqlite);
       if (lockWait === null) return guard(() => statement.run(...params));
-      lockWait.off.get();
+      lockWait.off();
       try {
         return guard(() => statement.run(...params));
       } catch (error) {
         if (isBusy(error)) throw new WriteLockBusyError(lockedMessage(file), { cause: error });
         throw error;
       } finally {
-        lockWait.on.get();
+        lockWait.on();
       }
     }) as SqliteDatabase.Statement['run'],
     iterate: ((...params: unknown[]) => {
