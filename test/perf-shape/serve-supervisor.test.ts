@@ -360,9 +360,10 @@ describe(`serve supervises an API and a delivery process (${testDatabase()})`, (
     const [stopped] = childPids(running);
     // The stopped process holds its part (the supervisor's request for it waits in its channel).
     // Two new connections are handed out in turn: one reaches the other process, whose /metrics
-    // then waits for that part; the one handed to the stopped process is never answered (Node's
-    // cluster neither closes nor hands on a connection sent to a process that dies before taking
-    // it): its client gives up at its own timeout.
+    // then waits for that part; the one handed to the stopped process (the only one it gets: the
+    // cluster hands a process the next connection once it has taken the last) is never answered,
+    // as the cluster neither closes nor hands on a connection sent to a process that dies before
+    // taking it: its client gives up at its own timeout.
     process.kill(stopped, 'SIGSTOP');
     let killedAt = 0;
     try {
