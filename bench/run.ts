@@ -5,7 +5,8 @@
 //   2  Postfix as a relay: smtp-source -> private Postfix -> smtp-sink
 //   3  Posthorn ingest: durable send_message over HTTP (SQLite, group commit, fsync), load from wrk
 //      (a C client, as smtp-source is for 2a); 3a the same runs' alternates from autocannon
-//   4  Posthorn end to end on SQLite: API -> delivery -> smtp-sink
+//   4  Posthorn end to end on SQLite: API -> delivery -> smtp-sink; the load of every end-to-end
+//      figure is a fixed count of send_message from wrk, as smtp-source's is for Postfix in 2b
 //   4  is `serve` with its defaults: on SQLite with 2+ cores, an API and a delivery process under
 //      one supervisor (src/cli/supervisor.ts); 4o the same with --processes 1 (one process)
 //   4s the same with the API and the worker in two processes (--role api, --role worker)
@@ -36,7 +37,7 @@ import { ensurePostfix, runSource, startPostfixRelay, startSink, type Sink } fro
 import { measureSmtpSubmission } from './smtp-submission.ts';
 import { measureDashboard } from './dashboard.ts';
 import { ensureWrk, wrkSendLoad } from './lib/wrk.ts';
-import { addSigningDomain, createInstance, migrate, ROOT, sendLoad, SENDER_DOMAIN, serve, tailLog, timePost, type Instance, type Service } from './lib/posthorn.ts';
+import { addSigningDomain, createInstance, migrate, ROOT, sendLoad, SENDER_DOMAIN, serve, tailLog, timePost, type Instance, type LoadResult, type Service } from './lib/posthorn.ts';
 import { describeSchedDelta, hookSignals, onCleanup, runAllCleanups, runCommand, samplePostgresBackends, sampleRss, spawnChild } from './lib/processes.ts';
 import type { SequentialRun } from './lib/sequential-client.ts';
 import { describeMachine, formatMarkdown, formatTable, gitRevision, type Figure } from './lib/report.ts';
@@ -325,6 +326,16 @@ async function measureIngest(
 // ---------------------------------------------------------------------------------------------
 // 4 and 5. End to end
 
+/**
+ * The end-to-end figures' client: wrk, a fixed count of send_message (bench/lib/wrk.ts), as
+ * smtp-source injects a fixed count into Postfix for 2b. A C client, for the reason of the ingest
+ * figures: the figure measures the service, not the client's share of the cores
+ * (docs/decisions/0003-performance.md, "The load generator of the end-to-end figures").
+ */
+function endToEndLoad(opts: { url: string; projectKey: string; connections: number; amount: number }): Promise<LoadResult> {
+  return wrkSendLoad({ ...opts, timeoutS: 600 });
+}
+
 
 async function measureEndToEnd(
   id: string,
@@ -347,7 +358,7 @@ async function measureEndToEnd(
       const before = sink.count();
       const cpu0 = service.cpuSeconds();
       const sched0 = service.sched();
-      const load = await sendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: messages });
+      const load = await endToEndLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: messages });
       if (load.ok !== messages) throw new Error(`${load.ok} of ${messages} send_message accepted (${load.notOk} refused, ${load.errors} errors): ${load.firstFailure ?? ''}`);
       const lastAt = await sink.waitForCount(before + messages, deliveryTimeoutMs(messages));
       const elapsedS = (lastAt - load.startedAt) / 1000;
@@ -407,7 +418,7 @@ async function measureSplitEndToEnd(sink: Sink, postfixRelay: number | null): Pr
       const runOnce = async (messages: number): Promise<number> => {
         const before = sink.count();
         const cpu0 = api.cpuSeconds() + worker.cpuSeconds();
-        const load = await sendLoad({ url: api.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: messages });
+        const load = await endToEndLoad({ url: api.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: messages });
         if (load.ok !== messages) throw new Error(`${load.ok} of ${messages} send_message accepted: ${load.firstFailure ?? ''}`);
         const lastAt = await sink.waitForCount(before + messages, deliveryTimeoutMs(messages));
         const elapsedS = (lastAt - load.startedAt) / 1000;
@@ -517,7 +528,7 @@ async function measurePostgresProcesses(
       const wakeUps = await countWakeUps(url);
       const shares = apiServices.map((_, i) => Math.floor(messages / apis) + (i < messages % apis ? 1 : 0));
       const loads = await Promise.all(
-        apiServices.map((api, i) => sendLoad({ url: api.url!, projectKey: instance.projectKey, connections: Math.ceil(CONNECTIONS / apis), amount: shares[i] })),
+        apiServices.map((api, i) => endToEndLoad({ url: api.url!, projectKey: instance.projectKey, connections: Math.ceil(CONNECTIONS / apis), amount: shares[i] })),
       );
       const ok = loads.reduce((acc, l) => acc + l.ok, 0);
       if (ok !== messages) throw new Error(`${ok} of ${messages} send_message accepted: ${loads.map((l) => l.firstFailure).find(Boolean) ?? ''}`);
@@ -849,7 +860,7 @@ async function main(): Promise<number> {
   hookSignals();
   const started = Date.now();
   const postfixVersion = await ensurePostfix(log);
-  if (['3', '3o', '3p'].some(wanted)) await ensureWrk(log);
+  if (['3', '3o', '3p', '4', '4o', '4s', '5', '5s', '5d', '10'].some(wanted)) await ensureWrk(log);
   const machine = describeMachine(postfixVersion, await postgresVersion(args['pg-url']!));
   log(`${machine.cpu}, ${machine.cores} cores, ${machine.ramGiB.toFixed(1)} GiB, Node ${machine.node}, Postfix ${machine.postfix}; load ${machine.loadBefore}; one fsync-ed commit ${machine.commitMs.toFixed(2)} ms`);
   const sink = await startSink();
@@ -930,7 +941,7 @@ async function main(): Promise<number> {
     `Messages: one recipient, ~${MESSAGE_BYTES} bytes of body. smtp-source: ${SMTP_SESSIONS} parallel sessions, connections reused (-d), -l ${MESSAGE_BYTES}.`,
     `smtp-sink: \`smtp-sink -c -m 1024 127.0.0.1:PORT 1024\` (announces PIPELINING; its running counter tells when the last message is in).`,
     `Postfix relay (2): a private instance (own config, queue and data directories in a temporary directory), stock settings except: chroot off, local delivery off, relayhost [127.0.0.1]:SINK, no DNS (smtp_dns_support_level = disabled, smtp_host_lookup = native). 2a is smtp-source's time to hand N messages to Postfix (each queued and fsynced by cleanup); 2b is from the first message injected to the last at the sink.`,
-    `Posthorn: \`node bin/posthorn.js serve --port 0 --mailer-host bench.local --transport-map bench.local=127.0.0.1:SINK\`, default settings otherwise (SQLite in WAL mode, group commit, every 200 sent only after its commit is on disk: see docs/decisions/0003-performance.md). Load: ${CONNECTIONS} keep-alive connections, a distinct uid per request; ingest (3, 3o, 3p) from wrk, one thread (a C client, as smtp-source is for Postfix's 2a; bench/lib/wrk.ts), and 3a from autocannon, its runs alternating with 3's on the same service; end to end (4, 5, 10) from autocannon.`,
+    `Posthorn: \`node bin/posthorn.js serve --port 0 --mailer-host bench.local --transport-map bench.local=127.0.0.1:SINK\`, default settings otherwise (SQLite in WAL mode, group commit, every 200 sent only after its commit is on disk: see docs/decisions/0003-performance.md). Load: ${CONNECTIONS} keep-alive connections, a distinct uid per request; ingest (3, 3o, 3p) from wrk, one thread (a C client, as smtp-source is for Postfix's 2a; bench/lib/wrk.ts), and 3a from autocannon, its runs alternating with 3's on the same service; end to end (4, 4o, 4s, 5, 5s, 5d, 10) from wrk too, a fixed count per run (as smtp-source injects a fixed count into Postfix for 2b), each run timed from its first request to the last message at the sink.`,
     `3 runs \`--role api\` (the ingest path alone) with serve's defaults (on SQLite one API process per core, sharing the port, supervised: ${os.availableParallelism()} here); 3o the same with \`--api-processes 1\`; ${INGEST_SECONDS} s per run after a 2 s warm-up; p50/p99 are the load generator's per-request latencies. 4 and 5 run \`--role all\`: ${E2E_MESSAGES} messages per run after a warm-up of 2,000; the figure is messages divided by the time from the first request to the last message at the sink. 4s: the same with \`--role api\` and \`--role worker --poll-ms 20\` processes on the one SQLite file. CPU per message: user + system time of the service process(es), or of all Postfix processes (2c, including exited children), divided by the messages; "waiting for a CPU" is from /proc/PID/schedstat of the service's main thread.`,
     `3p, 5, 5s, 5d run on PostgreSQL (--pg-url, a fresh database per figure): 3p as 3 with DATABASE_URL; 5 as 4 (serve's defaults, \`--role all\`: an API and a delivery process on 2 or more cores); 5s one \`--role api\` and one \`--role worker --ops-port 0\` process, 5d two of each, the load split evenly over the API processes (as a load balancer would), the workers woken by LISTEN/NOTIFY. CPU per message per role: the API processes, the worker processes, and the PostgreSQL backends serving the bench's database (from /proc, sampled every 200 ms; the server's shared processes are not counted). Wake-ups are counted by a LISTEN connection of the bench.`,
     `6: ${HISTORY_ROWS.toLocaleString('en-US')} transmissions (${HISTORY_PER_MESSAGE} per message, created over 20 days) written with direct SQL, then ${HISTORY_REQUESTS} sequential messages_history requests (per_page 250) per page per run, over one keep-alive connection by a client process of its own (bench/lib/sequential-client.ts: each answer read in full, not parsed; p50 and p99 are its times from request to last byte). 6n: 10,000 transmissions appended as ingest writes them (not yet numbered), then one request numbers them; its service CPU less that of the next request, per row.`,

@@ -1,6 +1,9 @@
 -- wrk's requests for the ingest figures (bench/lib/wrk.ts): one send_message per request, each
 -- with its own uid and recipient. The body is the bench's own (posthorn.ts sendMessageBody), given
 -- in POSTHORN_BODY with the marker @@UID@@ for the uid and 987654321 for the request's number.
+-- With POSTHORN_AMOUNT (one thread only), exactly that many requests: once they are all sent, the
+-- connections wait, and the last answer ends the run (wrk's main thread ends only at its duration
+-- or at SIGINT, which the script then raises).
 local template = os.getenv("POSTHORN_BODY")
 local prefix = os.getenv("POSTHORN_UID_PREFIX")
 local parts, kinds = {}, {}
@@ -28,6 +31,16 @@ function setup(thread)
   thread:set("tid", threads)
 end
 
+local amount = tonumber(os.getenv("POSTHORN_AMOUNT") or "")
+local answered = 0
+local ffi = amount and require("ffi")
+if ffi then
+  ffi.cdef [[
+    int getpid(void);
+    int kill(int pid, int sig);
+  ]]
+end
+
 local n = 0
 local headers = { ["Content-Type"] = "application/json" }
 local pieces = {}
@@ -40,4 +53,24 @@ function request()
   end
   pieces[2 * #parts + 1] = tail
   return wrk.format("POST", "/v.1.1/send_message", headers, table.concat(pieces, "", 1, 2 * #parts + 1))
+end
+
+if amount then
+  -- wrk asks delay() before each request it sends (request() is also called once at the thread's
+  -- start for a request it never sends): a connection whose request would be past the amount
+  -- waits (an hour: far beyond the run).
+  local sent = 0
+  function delay()
+    if sent >= amount then return 3600000 end
+    sent = sent + 1
+    return 0
+  end
+
+  function response(status, headers, body)
+    answered = answered + 1
+    if answered == amount then
+      wrk.thread:stop()
+      ffi.C.kill(ffi.C.getpid(), 2)
+    end
+  end
 end

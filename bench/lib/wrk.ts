@@ -19,18 +19,23 @@ export async function ensureWrk(log: (line: string) => void): Promise<void> {
 
 let runs = 0;
 
-/** send_message for `durationS` seconds over `connections` keep-alive connections, from one wrk thread. */
-export async function wrkSendLoad(opts: { url: string; projectKey: string; connections: number; durationS: number }): Promise<LoadResult> {
+/**
+ * send_message over `connections` keep-alive connections, from one wrk thread: for `durationS`
+ * seconds, or exactly `amount` requests (the run ends at the last answer; bounded by timeoutS).
+ */
+export async function wrkSendLoad(opts: { url: string; projectKey: string; connections: number; durationS?: number; amount?: number; timeoutS?: number }): Promise<LoadResult> {
   const startedAt = performance.now();
+  const seconds = opts.amount !== undefined ? (opts.timeoutS ?? 600) : (opts.durationS ?? 10);
   // bash's `times` prints, after wrk has exited, the CPU time of its children: wrk's own.
-  const wrkArgs = ['-t1', `-c${opts.connections}`, `-d${opts.durationS}s`, '--latency', '--timeout', '30s', '-s', SCRIPT, opts.url];
+  const wrkArgs = ['-t1', `-c${opts.connections}`, `-d${seconds}s`, '--latency', '--timeout', '30s', '-s', SCRIPT, opts.url];
   const run = await runCommand('bash', ['-c', `"$0" "$@"; code=$?; times; exit $code`, WRK, ...wrkArgs], {
     env: {
       ...process.env,
       POSTHORN_BODY: sendMessageBody(opts.projectKey, '@@UID@@', 987654321),
       POSTHORN_UID_PREFIX: `wrk-${process.pid}-${Date.now().toString(36)}-${++runs}`,
+      ...(opts.amount !== undefined ? { POSTHORN_AMOUNT: String(opts.amount) } : {}),
     },
-    timeoutMs: (opts.durationS + 60) * 1000,
+    timeoutMs: (seconds + 60) * 1000,
   });
   if (run.code !== 0) throw new Error(`wrk exited ${run.code}: ${(run.stderr || run.stdout).trim().slice(0, 500)}`);
   const times = [...run.stdout.matchAll(/^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/gm)];
