@@ -1,6 +1,7 @@
--- wrk's requests for the ingest figures (bench/lib/wrk.ts): one send_message per request, each
--- with its own uid and recipient. The body is the bench's own (posthorn.ts sendMessageBody), given
--- in POSTHORN_BODY with the marker @@UID@@ for the uid and 987654321 for the request's number.
+-- wrk's requests for the ingest and end-to-end figures (bench/lib/wrk.ts): one send_message per
+-- request, each with its own uid and recipient. The body is the bench's own (posthorn.ts
+-- sendMessageBody), given in POSTHORN_BODY with the marker @@UID@@ for the uid and 987654321 for
+-- the request's number.
 -- With POSTHORN_AMOUNT (one thread only), exactly that many requests: once they are all sent, the
 -- connections wait, and the last answer ends the run (wrk's main thread ends only at its duration
 -- or at SIGINT, which the script then raises).

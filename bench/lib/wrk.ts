@@ -1,6 +1,8 @@
-// wrk, the load generator of the ingest figures (3, 3o, 3p): a C program, as smtp-source is for
-// Postfix's accept rate (2a), so that the client takes as little of the machine's cores from the
-// service as it does from Postfix (docs/decisions/0003-performance.md, "The load generator").
+// wrk, the load generator of the ingest figures (3, 3o, 3p) and, a fixed count per run, of the
+// end-to-end figures (4, 4o, 4s, 5, 5s, 5d, 10): a C program, as smtp-source is for Postfix (2a,
+// 2b), so that the client takes as little of the machine's cores from the service as it does from
+// Postfix (docs/decisions/0003-performance.md, "The load generator of the ingest figures" and "The
+// change: the end-to-end figures' load from wrk").
 // Requests come from send-message.lua: the bench's own send_message body, a uid of its own each.
 import fs from 'node:fs';
 import path from 'node:path';
