@@ -37,7 +37,7 @@ import { ensurePostfix, runSource, startPostfixRelay, startSink, type Sink } fro
 import { measureSmtpSubmission } from './smtp-submission.ts';
 import { measureDashboard } from './dashboard.ts';
 import { ensureWrk, wrkSendLoad } from './lib/wrk.ts';
-import { addSigningDomain, createInstance, migrate, ROOT, sendLoad, SENDER_DOMAIN, serve, tailLog, timePost, type Instance, type LoadResult, type Service } from './lib/posthorn.ts';
+import { addSigningDomain, createInstance, migrate, ROOT, sendLoad, SENDER_DOMAIN, serve, tailLog, timePost, type Instance, type Service } from './lib/posthorn.ts';
 import { describeSchedDelta, hookSignals, onCleanup, runAllCleanups, runCommand, samplePostgresBackends, sampleRss, spawnChild } from './lib/processes.ts';
 import type { SequentialRun } from './lib/sequential-client.ts';
 import { describeMachine, formatMarkdown, formatTable, gitRevision, type Figure } from './lib/report.ts';
@@ -325,17 +325,11 @@ async function measureIngest(
 
 // ---------------------------------------------------------------------------------------------
 // 4 and 5. End to end
-
-/**
- * The end-to-end figures' client: wrk, a fixed count of send_message (bench/lib/wrk.ts), as
- * smtp-source injects a fixed count into Postfix for 2b. A C client, for the reason of the ingest
- * figures: the figure measures the service, not the client's share of the cores
- * (docs/decisions/0003-performance.md, "The load generator of the end-to-end figures").
- */
-function endToEndLoad(opts: { url: string; projectKey: string; connections: number; amount: number }): Promise<LoadResult> {
-  return wrkSendLoad({ ...opts, timeoutS: 600 });
-}
-
+//
+// The load of every end-to-end figure: a fixed count of send_message from wrk (bench/lib/wrk.ts),
+// as smtp-source injects a fixed count into Postfix for 2b. A C client, for the reason of the
+// ingest figures: the figure measures the service, not the client's share of the cores
+// (docs/decisions/0003-performance.md, "The change: the end-to-end figures' load from wrk").
 
 async function measureEndToEnd(
   id: string,
@@ -358,7 +352,7 @@ async function measureEndToEnd(
       const before = sink.count();
       const cpu0 = service.cpuSeconds();
       const sched0 = service.sched();
-      const load = await endToEndLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: messages });
+      const load = await wrkSendLoad({ url: service.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: messages });
       if (load.ok !== messages) throw new Error(`${load.ok} of ${messages} send_message accepted (${load.notOk} refused, ${load.errors} errors): ${load.firstFailure ?? ''}`);
       const lastAt = await sink.waitForCount(before + messages, deliveryTimeoutMs(messages));
       const elapsedS = (lastAt - load.startedAt) / 1000;
@@ -418,7 +412,7 @@ async function measureSplitEndToEnd(sink: Sink, postfixRelay: number | null): Pr
       const runOnce = async (messages: number): Promise<number> => {
         const before = sink.count();
         const cpu0 = api.cpuSeconds() + worker.cpuSeconds();
-        const load = await endToEndLoad({ url: api.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: messages });
+        const load = await wrkSendLoad({ url: api.url!, projectKey: instance.projectKey, connections: CONNECTIONS, amount: messages });
         if (load.ok !== messages) throw new Error(`${load.ok} of ${messages} send_message accepted: ${load.firstFailure ?? ''}`);
         const lastAt = await sink.waitForCount(before + messages, deliveryTimeoutMs(messages));
         const elapsedS = (lastAt - load.startedAt) / 1000;
@@ -528,7 +522,7 @@ async function measurePostgresProcesses(
       const wakeUps = await countWakeUps(url);
       const shares = apiServices.map((_, i) => Math.floor(messages / apis) + (i < messages % apis ? 1 : 0));
       const loads = await Promise.all(
-        apiServices.map((api, i) => endToEndLoad({ url: api.url!, projectKey: instance.projectKey, connections: Math.ceil(CONNECTIONS / apis), amount: shares[i] })),
+        apiServices.map((api, i) => wrkSendLoad({ url: api.url!, projectKey: instance.projectKey, connections: Math.ceil(CONNECTIONS / apis), amount: shares[i] })),
       );
       const ok = loads.reduce((acc, l) => acc + l.ok, 0);
       if (ok !== messages) throw new Error(`${ok} of ${messages} send_message accepted: ${loads.map((l) => l.firstFailure).find(Boolean) ?? ''}`);

@@ -32,16 +32,6 @@ function setup(thread)
   thread:set("tid", threads)
 end
 
-local amount = tonumber(os.getenv("POSTHORN_AMOUNT") or "")
-local answered = 0
-local ffi = amount and require("ffi")
-if ffi then
-  ffi.cdef [[
-    int getpid(void);
-    int kill(int pid, int sig);
-  ]]
-end
-
 local n = 0
 local headers = { ["Content-Type"] = "application/json" }
 local pieces = {}
@@ -56,11 +46,18 @@ function request()
   return wrk.format("POST", "/v.1.1/send_message", headers, table.concat(pieces, "", 1, 2 * #parts + 1))
 end
 
+local amount = tonumber(os.getenv("POSTHORN_AMOUNT") or "")
 if amount then
+  local ffi = require("ffi")
+  ffi.cdef [[
+    int getpid(void);
+    int kill(int pid, int sig);
+  ]]
+  local SIGINT = 2
   -- wrk asks delay() before each request it sends (request() is also called once at the thread's
   -- start for a request it never sends): a connection whose request would be past the amount
   -- waits (an hour: far beyond the run).
-  local sent = 0
+  local sent, answered = 0, 0
   function delay()
     if sent >= amount then return 3600000 end
     sent = sent + 1
@@ -71,7 +68,7 @@ if amount then
     answered = answered + 1
     if answered == amount then
       wrk.thread:stop()
-      ffi.C.kill(ffi.C.getpid(), 2)
+      ffi.C.kill(ffi.C.getpid(), SIGINT)
     end
   end
 end
