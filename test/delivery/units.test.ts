@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { classifySmtpReply, splitReply } from '../../src/domain/classify-smtp-reply.ts';
 import { envelopeAddress, formatAddressHeader, preferredTextEncoding } from '../../src/domain/compose-mime.ts';
+import { prng } from '../helpers/prng.ts';
 import { orderMxHosts, parseDnsServer } from '../../src/delivery/dns-resolver.ts';
 import { lookupTransport, parseRelayUrl, parseTransportMap, redactUrl } from '../../src/delivery/routes.ts';
 import { exchangeFromError, isConnectionFailure } from '../../src/delivery/smtp-client.ts';
@@ -116,6 +117,24 @@ describe('composition helpers', () => {
     assert.equal(preferredTextEncoding('Hello there', '<p>Hi</p>'), 'quoted-printable');
     assert.equal(preferredTextEncoding('Привет, как дела?'), 'base64');
     assert.equal(preferredTextEncoding(undefined), 'base64');
+    assert.equal(preferredTextEncoding('12345 !?', '\r\n'), 'base64', 'no letter at all');
+    // The quick recognition of plain text answers as the count does, over texts of every kind.
+    const count = (...texts: string[]) => {
+      let latin = 0;
+      let other = 0;
+      for (const unit of texts.join('').split('')) {
+        if (/[A-Za-z]/.test(unit)) latin++;
+        else if (/[^\x20-\x7f\t\r\n]/.test(unit)) other++;
+      }
+      return other < latin ? 'quoted-printable' : 'base64';
+    };
+    const random = prng(20261130);
+    const pieces = ['a', 'Z', ' ', '1', '.', '\r\n', '\n', '\t', '\x7f', '\x00', '\x1b', '\x0c', '\u00e9', '\u0436', '\u{1f600}', 'word', ''];
+    for (let n = 0; n < 2000; n++) {
+      const text = () => Array.from({ length: Math.floor(random() * 10) }, () => pieces[Math.floor(random() * pieces.length)]).join('');
+      const texts = [text(), text()];
+      assert.equal(preferredTextEncoding(...texts), count(...texts), JSON.stringify(texts));
+    }
   });
   it('puts domains of envelope addresses in their ASCII form', () => {
     assert.deepEqual(envelopeAddress('José@Bücher.example'), { address: 'José@xn--bcher-kva.example', domain: 'xn--bcher-kva.example' });

@@ -10,7 +10,18 @@ import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
 import { decodeWords } from '../helpers/mime.ts';
-import { buildMimeNow, compileMail, formatDisplayName, hasLongerLines, nodemailerEncodeAddressName, nodemailerHasLongerLines, nodemailerNormalizeHeaderKey, nodemailerParseAddresses, parseAddressHeader } from '../../src/domain/mime-build.ts';
+import {
+  buildMimeNow,
+  compileMail,
+  formatDisplayName,
+  hasLongerLines,
+  nodemailerEncodeAddressName,
+  nodemailerHasLongerLines,
+  nodemailerNormalizeAddress,
+  nodemailerNormalizeHeaderKey,
+  nodemailerParseAddresses,
+  parseAddressHeader,
+} from '../../src/domain/mime-build.ts';
 import { composeMime } from '../../src/domain/compose-mime.ts';
 import type { MessagePayload } from '../../src/domain/message-payload.ts';
 import { prng } from '../helpers/prng.ts';
@@ -128,6 +139,16 @@ describe('MIME built directly from the compiled tree', () => {
     const names = ['content-type', 'Content-Type', 'MIME-VERSION', 'x-smtpapi', 'dkim-signature', 'arc-seal', 'bimi-selector', 'x-spf', 'x-fbl', 'message-id', 'content-md5', 'content-features', ' spaced \r\n name ', 'x-ünïcode', '', 'List-Unsubscribe-Post'];
     for (const name of [...names, ...names]) assert.equal(node._normalizeHeaderKey(name), nodemailerNormalizeHeaderKey!.call(node as never, name), name);
     for (const other of [undefined, null, 42]) assert.equal(node._normalizeHeaderKey(other), nodemailerNormalizeHeaderKey!.call(node as never, other));
+  });
+
+  it("memoises Nodemailer's address normalisation without changing any address", () => {
+    const node = new MimeNode('text/plain') as unknown as { _normalizeAddress(address: unknown): string };
+    assert.ok(nodemailerNormalizeAddress, 'Nodemailer still has the method');
+    assert.notEqual(node._normalizeAddress, nodemailerNormalizeAddress, 'the memoised version is installed');
+    const addresses = ['a@example.com', 'Sender@EXAMPLE.Com', 'j\u00f6rg@b\u00fccher.example', 'user name@example.com', '"quoted"@example.com', 'bare', '', 'a@', '@b', 'x\r\n<y>@z.example', `${'l'.repeat(300)}@example.com`];
+    const original = (value: unknown) => nodemailerNormalizeAddress!.call(node as never, value);
+    for (const address of [...addresses, ...addresses]) assert.equal(node._normalizeAddress(address), original(address), address);
+    for (const other of [undefined, null, 42]) assert.equal(node._normalizeAddress(other), original(other));
   });
 
   it("memoises Nodemailer's address parsing: the same answers, and each caller's copy its own", () => {
