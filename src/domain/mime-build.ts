@@ -22,11 +22,12 @@
 // name normalisation ("content-type" -> "Content-Type"), a pure function of the name that
 // Nodemailer runs through a regular expression with a callback on every setHeader and getHeader,
 // ~33 times per message composed, was a third of the cost of composing one (58 -> 38 µs per
-// message measured alone). It is memoised (bounded; the result for each name is unchanged). And
-// mimeFuncs.hasLongerLines, which MimeNode asks of every text body to choose its encoding, builds
-// a RegExp (`^.{77,}` multiline) per call (1.5% of a delivering worker): hasLongerLines below
-// gives the same answer from one pass over the string. One change of what it writes: address
-// headers' display names are written by formatDisplayName (below).
+// message measured alone). It is memoised (bounded; the result for each name is unchanged), and so
+// is its normalisation of each address (punycode for the domain). And mimeFuncs.hasLongerLines,
+// which MimeNode asks of every text body to choose its encoding, builds a RegExp (`^.{77,}`
+// multiline) per call (1.5% of a delivering worker): hasLongerLines below gives the same answer
+// from native searches for LF. One change of what it writes: address headers' display names are
+// written by formatDisplayName (below).
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
