@@ -9,6 +9,7 @@ import { describe, it } from 'node:test';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
+import qp from 'nodemailer/lib/qp/index.js';
 import { decodeWords } from '../helpers/mime.ts';
 import {
   buildMimeNow,
@@ -21,6 +22,7 @@ import {
   nodemailerNormalizeHeaderKey,
   nodemailerParseAddresses,
   parseAddressHeader,
+  quotedPrintable,
 } from '../../src/domain/mime-build.ts';
 import { composeMime } from '../../src/domain/compose-mime.ts';
 import type { MessagePayload } from '../../src/domain/message-payload.ts';
@@ -216,6 +218,19 @@ describe('MIME built directly from the compiled tree', () => {
       for (let twice = 0; twice < 2; twice++) assert.equal((await composeMime(payload(from), {}, { date: new Date(0) })).fromAddress, expected, from);
     }
     assert.deepEqual(parseAddressHeader('team: a@x.example;'), [{ name: 'team', group: [{ address: 'a@x.example', name: '' }] }]);
+  });
+
+  it("encodes quoted-printable as Nodemailer's encoder does, byte for byte", () => {
+    const random = prng(20261130);
+    // Bytes of every kind, with more of those the encoder treats apart: "=", tab, space, CR, LF.
+    const special = [0x3d, 0x09, 0x20, 0x0d, 0x0a, 0x2e, 0x7e, 0x7f, 0x3c, 0x3e];
+    const cases = [Buffer.alloc(0), Buffer.from(' '), Buffer.from('\t'), Buffer.from('a \r\nb\t\nc  '), Buffer.from('x=y\u00e9 \u2014 \u20ac', 'utf8'), Buffer.from(Array.from({ length: 256 }, (_, i) => i))];
+    for (let n = 0; n < 5000; n++) {
+      const bytes = Buffer.alloc(Math.floor(random() * 48));
+      for (let i = 0; i < bytes.length; i++) bytes[i] = random() < 0.4 ? special[Math.floor(random() * special.length)] : Math.floor(random() * 256);
+      cases.push(bytes);
+    }
+    for (const bytes of cases) assert.equal(quotedPrintable(bytes), qp.encode(bytes), JSON.stringify([...bytes]));
   });
 
   it("answers Nodemailer's long-line test as its RegExp does, for every kind of line end", () => {
