@@ -2,6 +2,7 @@
 //
 //   1  ceiling: smtp-source -> smtp-sink (the SMTP limit of the machine)
 //   1n Nodemailer's pooled client alone -> smtp-sink (the limit of a Node sender built on it)
+//   1c composing one message: Posthorn's composition beside Nodemailer's MailComposer (bench/lib/composition.ts)
 //   2  Postfix as a relay: smtp-source -> private Postfix -> smtp-sink
 //   3  Posthorn ingest: durable send_message over HTTP (SQLite, group commit, fsync), load from wrk
 //      (a C client, as smtp-source is for 2a); 3a the same runs' alternates from autocannon
@@ -66,7 +67,9 @@ const { values: args } = parseArgs({
 if (args.help) {
   process.stdout.write(`usage: npm run bench [-- options]
   --runs N             runs per figure, the median is reported (default 3, at most 9)
-  --only LIST          figures to run: 1,1n,2,3,3o,3p,4,4o,4s,5,5s,5d,6,7,7d,7p,8,9,10 (default all)
+  --only LIST          figures to run: 1,1n,1c,2,3,3o,3p,4,4o,4s,5,5s,5d,6,7,7d,7p,8,9,10 (default all)
+                       1c the CPU of composing one message (text; a 16 KB HTML order mail),
+                       Posthorn's composition beside Nodemailer's MailComposer, in one process
                        3 ingest with serve --role api's defaults (on SQLite one API process per
                        core), load from wrk, with autocannon's runs alternating (3a); 3o the
                        same with one API process
@@ -110,6 +113,8 @@ const SERVE_ARGS = args['serve-args']!.split(/\s+/).filter(Boolean);
 const NODE_ARGS = args['node-args']!.split(/\s+/).filter(Boolean);
 const CONNECTIONS = intArg('connections', 1, 1000);
 const SMTP_SESSIONS = 10;
+/** 1c: messages composed per run and kind (a few seconds in all). */
+const COMPOSED_MESSAGES = 5000;
 const MESSAGE_BYTES = 1024;
 const CEILING_MESSAGES = 50_000;
 const HISTORY_REQUESTS = 100;
@@ -155,6 +160,23 @@ async function measureCeiling(sink: Sink): Promise<Figure> {
  * Posthorn's default per destination): the SMTP ceiling of a Node delivery engine built on it.
  * Also once with Nagle's algorithm on (Nodemailer's default socket), to show what that costs.
  */
+/** 1c: composition alone, Posthorn's beside Nodemailer's MailComposer, in a process of its own. */
+async function measureComposition(): Promise<void> {
+  const script = path.join(ROOT, 'bench', 'lib', 'composition.ts');
+  const run = await runCommand(process.execPath, ['--import', 'tsx', script, String(COMPOSED_MESSAGES), String(RUNS)], { cwd: ROOT, timeoutMs: 300_000 });
+  if (run.code !== 0) throw new Error(`composition exited ${run.code}: ${run.stderr.trim().split('\n').slice(-3).join(' ')}`);
+  const result = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<'text' | 'html', { posthorn: number[]; nodemailer: number[] }>;
+  const shapes = { text: 'the bench message (~1 KB of text, 7bit)', html: 'an order mail (16 KB HTML + its text, quoted-printable)' } as const;
+  for (const shape of ['text', 'html'] as const) {
+    const { posthorn, nodemailer } = result[shape];
+    const ratio = median(posthorn) / median(nodemailer);
+    log(`1c composing ${shape}: Posthorn ${posthorn.map((v) => v.toFixed(1)).join(' / ')} µs, Nodemailer's MailComposer ${nodemailer.map((v) => v.toFixed(1)).join(' / ')} µs (${ratio.toFixed(2)}×)`);
+    const note = `${shape === 'text' ? 'The bench message' : 'The order mail'}: Posthorn's composition takes ${ratio.toFixed(2)}× the CPU of Nodemailer's MailComposer build() of the same message in the same runs (${median(posthorn).toFixed(1)} against ${median(nodemailer).toFixed(1)} µs)`;
+    addFigure({ id: '1c', name: `Composing ${shapes[shape]}, CPU per message (domain/compose-mime.ts)`, unit: 'µs', value: median(posthorn), runs: posthorn, digits: 1, note });
+    addFigure({ id: '1c', name: `Composing ${shapes[shape]}, CPU per message, Nodemailer's MailComposer`, unit: 'µs', value: median(nodemailer), runs: nodemailer, digits: 1 });
+  }
+}
+
 async function measureNodemailerCeiling(sink: Sink): Promise<void> {
   const script = path.join(ROOT, 'bench', 'lib', 'nodemailer-ceiling.ts');
   const runOnce = async (messages: number, noDelay: boolean): Promise<number> => {
@@ -864,6 +886,7 @@ async function main(): Promise<number> {
   let postfix: PostfixFigures | null = null;
   if (wanted('1')) await measureCeiling(sink).catch((e) => failed('1', 'Ceiling: smtp-source -> smtp-sink', 'msg/s', e));
   if (wanted('1n')) await measureNodemailerCeiling(sink).catch((e) => failed('1n', 'Nodemailer pooled client alone', 'msg/s', e));
+  if (wanted('1c')) await measureComposition().catch((e) => failed('1c', 'Composing one message', 'µs', e));
   if (wanted('2')) postfix = await measurePostfixRelay(sink).catch((e) => (failed('2', 'Postfix as a relay', 'msg/s', e), null));
   if (wanted('3')) await measureIngest(postfix?.accept.value ?? null).catch((e) => failed('3', 'Posthorn ingest', 'msg/s', e, `≥ ${POSTFIX_FACTORS['3']}× Postfix (2a)`));
   if (wanted('3o')) {
@@ -932,6 +955,7 @@ async function main(): Promise<number> {
   const command = `npm run bench${process.argv.slice(2).length ? ' -- ' + process.argv.slice(2).join(' ') : ''}`;
   const settings = [
     `Posthorn revision ${gitRevision(ROOT)}; the bench took ${((Date.now() - started) / 1000).toFixed(0)} s; ${RUNS} run(s) per figure.`,
+    `1c: ${COMPOSED_MESSAGES.toLocaleString('en-US')} compositions per run of each message, in a process of its own (bench/lib/composition.ts) after a warm-up: Posthorn's (dist/domain/compose-mime.js, as delivery composes) and Nodemailer's MailComposer compile().build() of the same message alternating; CPU (user + system) per message. Messages: the bench's send_message text, and an order confirmation of 16 KB of HTML (a table with inline styles, a few characters beyond ASCII) with its text.`,
     `Messages: one recipient, ~${MESSAGE_BYTES} bytes of body. smtp-source: ${SMTP_SESSIONS} parallel sessions, connections reused (-d), -l ${MESSAGE_BYTES}.`,
     `smtp-sink: \`smtp-sink -c -m 1024 127.0.0.1:PORT 1024\` (announces PIPELINING; its running counter tells when the last message is in).`,
     `Postfix relay (2): a private instance (own config, queue and data directories in a temporary directory), stock settings except: chroot off, local delivery off, relayhost [127.0.0.1]:SINK, no DNS (smtp_dns_support_level = disabled, smtp_host_lookup = native). 2a is smtp-source's time to hand N messages to Postfix (each queued and fsynced by cleanup); 2b is from the first message injected to the last at the sink.`,

@@ -173,7 +173,7 @@ export function tailLog(instance: Instance, lines = 10): string {
 }
 
 // ~1 KB of body text: 16 lines of 63 characters + CRLF.
-const BODY_TEXT = Array.from({ length: 16 }, (_, i) => `Line ${String(i).padStart(2, '0')} of the benchmark message body. The quick brown fox jumps.`.slice(0, 63)).join('\r\n');
+export const BODY_TEXT = Array.from({ length: 16 }, (_, i) => `Line ${String(i).padStart(2, '0')} of the benchmark message body. The quick brown fox jumps.`.slice(0, 63)).join('\r\n');
 
 /** One send_message body; every request gets its own uid (a repeated uid is refused). */
 export function sendMessageBody(projectKey: string, uid: string, n: number): string {

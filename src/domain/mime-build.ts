@@ -376,7 +376,7 @@ function writeNode(node: MimeNode, out: Buffer[]): boolean {
 /** A body as Nodemailer's encoder streams write it when it arrives in one chunk. */
 function encodeBody(content: string | Buffer, transferEncoding: string | false): Buffer {
   const bytes = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
-  if (transferEncoding === 'quoted-printable') return Buffer.from(qp.wrap(quotedPrintable(bytes), LINE_LENGTH), 'ascii');
+  if (transferEncoding === 'quoted-printable') return Buffer.from(wrapQuotedPrintable(quotedPrintable(bytes), LINE_LENGTH), 'ascii');
   if (transferEncoding === 'base64') {
     // The base64 stream wraps whole 3-byte groups and appends the encoded rest to the last line.
     const whole = bytes.length - (bytes.length % 3);
@@ -411,4 +411,105 @@ export function quotedPrintable(bytes: Buffer): string {
   text = text.replace(QP_SPACE_BEFORE_BREAK, (pair) => QP_ESCAPES[pair.charCodeAt(0)] + pair[1]);
   const last = text.charCodeAt(text.length - 1);
   return last === 0x20 || last === 0x09 ? text.slice(0, -1) + QP_ESCAPES[last] : text;
+}
+
+const isHex = (c: number) => (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66);
+/** [ \t.,!?]: where Nodemailer's wrap prefers to break a line that has no line break near its end. */
+const isBreakAfter = (c: number) => c === 0x20 || c === 0x09 || c === 0x2e || c === 0x2c || c === 0x21 || c === 0x3f;
+
+/**
+ * The same lines as Nodemailer's quoted-printable wrap (nodemailer/lib/qp wrap) of `str`, the
+ * output of quotedPrintable: soft line breaks ("=" CRLF) so that no line is longer than
+ * `lineLength`, put after a line break, a space or a punctuation mark near the end of each
+ * stretch where there is one, never inside an escape or a UTF-8 sequence's escapes. Nodemailer's
+ * takes each stretch as a substring and tests it with four or five regular expressions; this reads
+ * the same characters by their index (test/domain/mime-build.test.ts holds the two equal).
+ */
+export function wrapQuotedPrintable(str: string, lineLength: number): string {
+  const len = str.length;
+  if (len <= lineLength) return str;
+  const margin = Math.floor(lineLength / 3);
+  const lines: string[] = [];
+  let pos = 0;
+  // The next CRLF at or after pos (found again only once passed: one search over the string in all).
+  let crlf = str.indexOf('\r\n');
+  while (pos < len) {
+    let end = Math.min(pos + lineLength, len);
+    if (crlf !== -1 && crlf < pos) crlf = str.indexOf('\r\n', pos);
+    // A CRLF within the stretch: the line ends after the first one.
+    if (crlf !== -1 && crlf + 2 <= end) {
+      lines.push(str.slice(pos, crlf + 2));
+      pos = crlf + 2;
+      continue;
+    }
+    // Ending in LF: as it is.
+    if (str.charCodeAt(end - 1) === 0x0a) {
+      lines.push(str.slice(pos, end));
+      pos = end;
+      continue;
+    }
+    // The last third (or less) of the stretch: its last CR or LF, if an LF, ends the line.
+    const tail = Math.max(pos, end - margin);
+    let lastBreak = -1;
+    for (let i = end - 1; i >= tail; i--) {
+      const c = str.charCodeAt(i);
+      if (c === 0x0a || c === 0x0d) {
+        lastBreak = c === 0x0a ? i : -2;
+        break;
+      }
+    }
+    if (lastBreak >= 0) {
+      lines.push(str.slice(pos, lastBreak + 1));
+      pos = lastBreak + 1;
+      continue;
+    }
+    let cut = -1;
+    if (end - pos > lineLength - margin) {
+      for (let i = end - 1; i >= tail; i--) {
+        if (isBreakAfter(str.charCodeAt(i))) {
+          cut = i + 1;
+          break;
+        }
+      }
+    }
+    if (cut !== -1) end = cut;
+    else {
+      // An escape cut short at the end ("=" or "=X") goes to the next line; so do the escapes of
+      // a UTF-8 sequence that would be split (its continuation bytes, then its first byte).
+      const c1 = str.charCodeAt(end - 1);
+      const c2 = end - 2 >= pos ? str.charCodeAt(end - 2) : -1;
+      const c3 = end - 3 >= pos ? str.charCodeAt(end - 3) : -1;
+      if (c1 === 0x3d || (c2 === 0x3d && isHex(c1)) || (c3 === 0x3d && isHex(c2) && isHex(c1))) {
+        if (c1 === 0x3d) end -= 1;
+        else if (c2 === 0x3d && isHex(c1)) end -= 2;
+        while (end - pos > 3 && end - pos < len - pos && !onlyEscapes(str, pos, end) && endsInEscape(str, pos, end)) {
+          const code = parseInt(str.slice(end - 2, end), 16);
+          if (code < 128) break;
+          end -= 3;
+          if (code >= 0xc0) break;
+        }
+      }
+    }
+    // A soft line break unless the line is the last or ends in LF; a full-length line gives up its
+    // last escape or character to make room for it.
+    if (end < len && str.charCodeAt(end - 1) !== 0x0a) {
+      if (end - pos === lineLength) end -= endsInEscape(str, pos, end) ? 3 : 1;
+      lines.push(`${str.slice(pos, end)}=\r\n`);
+    } else lines.push(str.slice(pos, end));
+    pos = end;
+  }
+  return lines.join('');
+}
+
+/** str[from, to) ends in an escape ("=" and two hex digits). */
+function endsInEscape(str: string, from: number, to: number): boolean {
+  return to - from >= 3 && str.charCodeAt(to - 3) === 0x3d && isHex(str.charCodeAt(to - 2)) && isHex(str.charCodeAt(to - 1));
+}
+
+/** str[from, to) is one to four escapes and nothing else. */
+function onlyEscapes(str: string, from: number, to: number): boolean {
+  const n = to - from;
+  if (n < 3 || n > 12 || n % 3 !== 0) return false;
+  for (let i = from; i < to; i += 3) if (!endsInEscape(str, i, i + 3)) return false;
+  return true;
 }

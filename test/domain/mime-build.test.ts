@@ -23,6 +23,7 @@ import {
   nodemailerParseAddresses,
   parseAddressHeader,
   quotedPrintable,
+  wrapQuotedPrintable,
 } from '../../src/domain/mime-build.ts';
 import { composeMime } from '../../src/domain/compose-mime.ts';
 import type { MessagePayload } from '../../src/domain/message-payload.ts';
@@ -231,6 +232,22 @@ describe('MIME built directly from the compiled tree', () => {
       cases.push(bytes);
     }
     for (const bytes of cases) assert.equal(quotedPrintable(bytes), qp.encode(bytes), JSON.stringify([...bytes]));
+  });
+
+  it("wraps quoted-printable into the same lines as Nodemailer's wrap", () => {
+    const random = prng(20261131);
+    // What wrapping decides by: line breaks, the spaces and marks it breaks after, escapes of
+    // ASCII, of UTF-8 sequences' first and continuation bytes, and long runs without any of them.
+    const pieces = ['a', 'word ', 'x'.repeat(30), 'y'.repeat(80), '.', ',', '!', '?', '\t', ' ', '\n', '\r\n', '\r', '=', '\u00e9', '\u20ac', '\u{1f600}', '\u0000'];
+    const cases = ['', 'short', 'x'.repeat(76), 'x'.repeat(77), `${'x'.repeat(74)}\u00e9\u00e9tail`, `${'=\u20ac'.repeat(40)}`];
+    for (let n = 0; n < 4000; n++) cases.push(Array.from({ length: 1 + Math.floor(random() * 40) }, () => pieces[Math.floor(random() * pieces.length)]).join(''));
+    const inputs = cases.map((text) => Buffer.from(text, 'utf8'));
+    // Bytes that are not UTF-8 too (a lead byte without its continuation, 0xC0 and above alone).
+    for (let n = 0; n < 2000; n++) inputs.push(Buffer.from(Array.from({ length: Math.floor(random() * 200) }, () => (random() < 0.5 ? 0x61 : Math.floor(random() * 256)))));
+    for (const bytes of inputs) {
+      const encoded = quotedPrintable(bytes);
+      for (const length of [76, 20]) assert.equal(wrapQuotedPrintable(encoded, length), qp.wrap(encoded, length), JSON.stringify({ bytes: [...bytes], length }));
+    }
   });
 
   it("answers Nodemailer's long-line test as its RegExp does, for every kind of line end", () => {
