@@ -155,11 +155,6 @@ async function measureCeiling(sink: Sink): Promise<Figure> {
   return addFigure({ id: '1', name: 'Ceiling: smtp-source -> smtp-sink', unit: 'msg/s', value: median(runs), runs });
 }
 
-/**
- * Nodemailer's pooled client alone (own process, pre-composed 1 KB messages, 10 connections like
- * Posthorn's default per destination): the SMTP ceiling of a Node delivery engine built on it.
- * Also once with Nagle's algorithm on (Nodemailer's default socket), to show what that costs.
- */
 /** 1c: composition alone, Posthorn's beside Nodemailer's MailComposer, in a process of its own. */
 async function measureComposition(): Promise<void> {
   const script = path.join(ROOT, 'bench', 'lib', 'composition.ts');
@@ -177,6 +172,11 @@ async function measureComposition(): Promise<void> {
   }
 }
 
+/**
+ * Nodemailer's pooled client alone (own process, pre-composed 1 KB messages, 10 connections like
+ * Posthorn's default per destination): the SMTP ceiling of a Node delivery engine built on it.
+ * Also once with Nagle's algorithm on (Nodemailer's default socket), to show what that costs.
+ */
 async function measureNodemailerCeiling(sink: Sink): Promise<void> {
   const script = path.join(ROOT, 'bench', 'lib', 'nodemailer-ceiling.ts');
   const runOnce = async (messages: number, noDelay: boolean): Promise<number> => {

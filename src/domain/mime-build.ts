@@ -5,9 +5,10 @@
 // are all in memory (every message Posthorn composes: content is text, HTML and base64
 // attachments decoded from the stored payload) that plumbing was most of the cost of composing it
 // (docs/decisions/0003-performance.md). buildMimeNow writes the same bytes directly: the header
-// blocks are Nodemailer's (MimeNode.buildHeaders), the bodies are encoded by Nodemailer's own
-// encoders with the framing its stream transforms give a body written in one chunk, and the parts
-// are joined as its stream() joins them. Anything else (a stream or file as content, raw
+// blocks are Nodemailer's (MimeNode.buildHeaders), the bodies are encoded as Nodemailer's encoders
+// (its base64 encoder itself; quoted-printable by quotedPrintable and wrapQuotedPrintable below,
+// the same text at native speed) with the framing its stream transforms give a body written in
+// one chunk, and the parts are joined as its stream() joins them. Anything else (a stream or file as content, raw
 // content, user transforms, a newline conversion) answers null and the caller runs build().
 // test/domain/mime-build.test.ts holds the two byte for byte equal over many shapes of message.
 //
@@ -33,7 +34,6 @@ import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import mimeFuncs from 'nodemailer/lib/mime-funcs/index.js';
 import addressparser from 'nodemailer/lib/addressparser/index.js';
 import base64 from 'nodemailer/lib/base64/index.js';
-import qp from 'nodemailer/lib/qp/index.js';
 
 /** What of Nodemailer's MimeNode (7.x) the direct build reads beyond its typed surface. */
 interface NodeInternals {
@@ -45,31 +45,35 @@ interface NodeInternals {
 
 const LINE_LENGTH = 76;
 
-type NormalizeHeaderKey = (this: MimeNode, key: unknown) => string;
-const prototype = MimeNode.prototype as unknown as { _normalizeHeaderKey?: NormalizeHeaderKey };
-/** Nodemailer's own normalisation, unmemoised (undefined if a future version drops the method). */
-export const nodemailerNormalizeHeaderKey = prototype._normalizeHeaderKey;
-const MAX_MEMOISED_NAMES = 10_000;
+/** A method of MimeNode's that is a pure function of one string. */
+type StringMethod = (this: MimeNode, value: unknown) => string;
 /**
  * Only short strings are memoised (names and addresses are short; content is attacker-controlled,
  * and 10,000 long ones would hold their size many times over).
  */
 const MAX_MEMOISED_LENGTH = 256;
-if (nodemailerNormalizeHeaderKey) {
-  const original = nodemailerNormalizeHeaderKey;
-  const names = new Map<string, string>();
-  prototype._normalizeHeaderKey = function memoisedNormalizeHeaderKey(this: MimeNode, key: unknown): string {
-    if (typeof key !== 'string' || key.length > MAX_MEMOISED_LENGTH) return original.call(this, key);
-    let normalised = names.get(key);
-    if (normalised === undefined) {
-      normalised = original.call(this, key);
-      // Header names come from stored messages too: a flood of distinct ones empties the memo.
-      if (names.size >= MAX_MEMOISED_NAMES) names.clear();
-      names.set(key, normalised);
+/** Distinct strings a memo holds at most; values come from stored messages, and a flood of distinct ones empties it. */
+const MAX_MEMOISED_VALUES = 10_000;
+
+/** `original` memoised for short strings (bounded); any other value goes to it each time. */
+function memoisedStringMethod(original: StringMethod): StringMethod {
+  const memo = new Map<string, string>();
+  return function memoised(this: MimeNode, value: unknown): string {
+    if (typeof value !== 'string' || value.length > MAX_MEMOISED_LENGTH) return original.call(this, value);
+    let result = memo.get(value);
+    if (result === undefined) {
+      result = original.call(this, value);
+      if (memo.size >= MAX_MEMOISED_VALUES) memo.clear();
+      memo.set(value, result);
     }
-    return normalised;
+    return result;
   };
 }
+
+const prototype = MimeNode.prototype as unknown as { _normalizeHeaderKey?: StringMethod; _normalizeAddress?: StringMethod };
+/** Nodemailer's own normalisation, unmemoised (undefined if a future version drops the method). */
+export const nodemailerNormalizeHeaderKey = prototype._normalizeHeaderKey;
+if (nodemailerNormalizeHeaderKey) prototype._normalizeHeaderKey = memoisedStringMethod(nodemailerNormalizeHeaderKey);
 
 // Address headers: MimeNode parses each address header with addressparser every time it builds
 // the headers or the envelope (From two or three times per message composed). addressparser walks
@@ -81,7 +85,6 @@ type ParseAddresses = (this: MimeNode, addresses: unknown) => ParsedAddress[];
 const parsePrototype = MimeNode.prototype as unknown as { _parseAddresses?: ParseAddresses };
 /** Nodemailer's own (undefined if a future version drops the method). */
 export const nodemailerParseAddresses = parsePrototype._parseAddresses;
-const MAX_MEMOISED_ADDRESSES = 10_000;
 const parsedAddresses = new Map<string, ParsedAddress[]>();
 
 function copyAddresses(list: readonly ParsedAddress[]): ParsedAddress[] {
@@ -94,8 +97,7 @@ export function parseAddressHeader(value: string): ParsedAddress[] {
   let parsed = parsedAddresses.get(value);
   if (parsed === undefined) {
     parsed = addressparser(value) as ParsedAddress[];
-    // Values come from stored messages: a flood of distinct ones empties the memo.
-    if (parsedAddresses.size >= MAX_MEMOISED_ADDRESSES) parsedAddresses.clear();
+    if (parsedAddresses.size >= MAX_MEMOISED_VALUES) parsedAddresses.clear();
     parsedAddresses.set(value, parsed);
   }
   return copyAddresses(parsed);
@@ -134,27 +136,10 @@ export function outgrowsLine(prefix: number, text: string): boolean {
 
 // Addresses: MimeNode normalises every address it writes (control characters out, the domain through
 // punycode's toASCII: ~1 µs, a twentieth of composing a message), the From of every message of a
-// project alike. A pure function of the string: memoised (bounded) like the header names.
-type NormalizeAddress = (this: MimeNode, address: unknown) => string;
-const addressPrototype = MimeNode.prototype as unknown as { _normalizeAddress?: NormalizeAddress };
+// project alike. A pure function of the string: memoised like the header names.
 /** Nodemailer's own (undefined if a future version drops the method). */
-export const nodemailerNormalizeAddress = addressPrototype._normalizeAddress;
-const MAX_MEMOISED_NORMALISED = 10_000;
-if (nodemailerNormalizeAddress) {
-  const original = nodemailerNormalizeAddress;
-  const normalised = new Map<string, string>();
-  addressPrototype._normalizeAddress = function memoisedNormalizeAddress(this: MimeNode, address: unknown): string {
-    if (typeof address !== 'string' || address.length > MAX_MEMOISED_LENGTH) return original.call(this, address);
-    let value = normalised.get(address);
-    if (value === undefined) {
-      value = original.call(this, address);
-      // Addresses come from stored messages (every recipient's): a flood of distinct ones empties the memo.
-      if (normalised.size >= MAX_MEMOISED_NORMALISED) normalised.clear();
-      normalised.set(address, value);
-    }
-    return value;
-  };
-}
+export const nodemailerNormalizeAddress = prototype._normalizeAddress;
+if (nodemailerNormalizeAddress) prototype._normalizeAddress = memoisedStringMethod(nodemailerNormalizeAddress);
 
 // Display names of the address headers MimeNode formats itself (From, Sender, Cc, Bcc, Reply-To)
 // are written by formatDisplayName below, the To line's too (compose-mime.ts formatAddressHeader):
@@ -257,7 +242,7 @@ if (nodemailerHasLongerLines) funcs.hasLongerLines = hasLongerLines;
  * Whether some line of `str` is longer than `lineLength`, lines ending where a RegExp's `.` stops
  * (\n, \r, U+2028, U+2029) and lengths counted in UTF-16 units, as Nodemailer's RegExp does; a
  * string over 128 KiB counts as having one, as there. The text is walked from LF to LF with
- * indexOf (a native search, ~15 times quicker than reading it a character at a time): a stretch
+ * indexOf (a native search, over ten times quicker than reading it a character at a time): a stretch
  * between two LFs no longer than `lineLength` holds no longer line whatever else ends lines in it,
  * and only a longer stretch is read character by character.
  */
@@ -482,7 +467,7 @@ export function wrapQuotedPrintable(str: string, lineLength: number): string {
       if (c1 === 0x3d || (c2 === 0x3d && isHex(c1)) || (c3 === 0x3d && isHex(c2) && isHex(c1))) {
         if (c1 === 0x3d) end -= 1;
         else if (c2 === 0x3d && isHex(c1)) end -= 2;
-        while (end - pos > 3 && end - pos < len - pos && !onlyEscapes(str, pos, end) && endsInEscape(str, pos, end)) {
+        while (end - pos > 3 && end < len && !onlyEscapes(str, pos, end) && endsInEscape(str, pos, end)) {
           const code = parseInt(str.slice(end - 2, end), 16);
           if (code < 128) break;
           end -= 3;
