@@ -14,7 +14,7 @@ import { BODY_TEXT, ROOT } from './posthorn.ts';
 const ROW = (i: number) =>
   `<tr><td style="padding:12px 24px;font-family:Helvetica,Arial,sans-serif;font-size:14px;line-height:20px;color:#333333;">Item ${i}: your order\u2019s item ${i} has shipped \u2014 track it at <a href="https://shop.example.com/orders/123456/items/${i}?utm_source=email&amp;utm_medium=transactional" style="color:#0066cc;">shop.example.com</a>.</td><td style="text-align:right;padding:12px 24px;">\u20ac${(i * 3.5).toFixed(2)}</td></tr>\n`;
 /** ~16 KB: a table layout with inline styles, as transactional HTML is written. */
-export const ORDER_HTML = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>Your order</title></head><body style="margin:0;padding:0;background:#f4f4f4;"><table width="100%" cellpadding="0" cellspacing="0" border="0" style="max-width:600px;margin:0 auto;background:#ffffff;">\n${Array.from({ length: 40 }, (_, i) => ROW(i)).join('')}</table><p style="font-size:11px;color:#999999;">\u00a9 2026 Shop Example Ltd \u00b7 1 Example Street \u00b7 Unsubscribe&nbsp;here</p></body></html>`;
+const ORDER_HTML = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>Your order</title></head><body style="margin:0;padding:0;background:#f4f4f4;"><table width="100%" cellpadding="0" cellspacing="0" border="0" style="max-width:600px;margin:0 auto;background:#ffffff;">\n${Array.from({ length: 40 }, (_, i) => ROW(i)).join('')}</table><p style="font-size:11px;color:#999999;">\u00a9 2026 Shop Example Ltd \u00b7 1 Example Street \u00b7 Unsubscribe&nbsp;here</p></body></html>`;
 const ORDER_TEXT = ORDER_HTML.replace(/<[^>]+>/g, '');
 
 interface Shape {

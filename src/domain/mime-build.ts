@@ -463,10 +463,9 @@ export function wrapQuotedPrintable(str: string, lineLength: number): string {
       // a UTF-8 sequence that would be split (its continuation bytes, then its first byte).
       const c1 = str.charCodeAt(end - 1);
       const c2 = end - 2 >= pos ? str.charCodeAt(end - 2) : -1;
-      const c3 = end - 3 >= pos ? str.charCodeAt(end - 3) : -1;
-      if (c1 === 0x3d || (c2 === 0x3d && isHex(c1)) || (c3 === 0x3d && isHex(c2) && isHex(c1))) {
-        if (c1 === 0x3d) end -= 1;
-        else if (c2 === 0x3d && isHex(c1)) end -= 2;
+      const cutShort = c1 === 0x3d ? 1 : c2 === 0x3d && isHex(c1) ? 2 : 0;
+      if (cutShort > 0 || endsInEscape(str, pos, end)) {
+        end -= cutShort;
         while (end - pos > 3 && end < len && !onlyEscapes(str, pos, end) && endsInEscape(str, pos, end)) {
           const code = parseInt(str.slice(end - 2, end), 16);
           if (code < 128) break;
